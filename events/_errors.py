@@ -1,0 +1,91 @@
+"""The errors matchcast raises on purpose.
+
+Every error a user can meet derives from :class:`MatchcastError` and carries its context as
+attributes, with a message a person can act on::
+
+    MatchcastError
+     ├── DecodeError              bytes on a topic that are not a valid event or state
+     │    └── UnsupportedVersionError  a payload from a schema version this build cannot read
+     ├── MatchFileError           a match file that cannot be read or fails validation
+     └── BrokerError              the broker cannot be reached or refused us
+
+Library exceptions (pydantic's ``ValidationError``, aiomqtt's ``MqttError``) are wrapped at the
+edge with ``raise ... from err`` and never leak through the public API.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = [
+    "BrokerError",
+    "DecodeError",
+    "MatchFileError",
+    "MatchcastError",
+    "UnsupportedVersionError",
+]
+
+
+class MatchcastError(Exception):
+    """Base class of every error matchcast raises on purpose."""
+
+
+class DecodeError(MatchcastError):
+    """A payload that is not a valid matchcast message.
+
+    Attributes:
+        topic: the topic the payload arrived on (empty when decoded off the wire).
+        reason: what is wrong, in words.
+        excerpt: the first bytes of the payload, for the log line.
+    """
+
+    def __init__(self, reason: str, *, topic: str = "", payload: bytes = b"") -> None:
+        self.topic = topic
+        self.reason = reason
+        self.excerpt = payload[:120]
+        where = f" on {topic!r}" if topic else ""
+        super().__init__(f"undecodable payload{where}: {reason}")
+
+
+class UnsupportedVersionError(DecodeError):
+    """A payload whose schema version this build does not read."""
+
+    def __init__(
+        self, version: str, supported: str, *, topic: str = "", payload: bytes = b""
+    ) -> None:
+        self.version = version
+        super().__init__(
+            f"schema version {version!r} is not supported (this build reads {supported}); "
+            "upgrade matchcast to read it",
+            topic=topic,
+            payload=payload,
+        )
+
+
+class MatchFileError(MatchcastError):
+    """A match file that cannot be used.
+
+    Attributes:
+        path: the file.
+        problems: one line per problem, each naming the field path and what was expected.
+    """
+
+    def __init__(self, path: Path | str, problems: Sequence[str]) -> None:
+        self.path = Path(path)
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{self.path}: invalid match file\n{lines}")
+
+
+class BrokerError(MatchcastError):
+    """The broker could not be reached, or refused the connection.
+
+    Attributes:
+        url: the broker URL with any password removed.
+    """
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"broker {url}: {reason}")

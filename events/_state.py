@@ -1,0 +1,236 @@
+"""Match state, and the pure reducer that derives it from events.
+
+``apply(state, event)`` returns a new :class:`MatchState`; it never mutates. Idempotency by
+sequence number lives here and only here: an event whose ``seq`` is not past
+``state.last_seq`` changes nothing. :func:`check_sequence` tells a caller what an incoming
+seq means (next, duplicate, or a gap with the missing range) before it applies it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, assert_never
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from events._clock import MatchClock, Period
+from events._models import (
+    SCHEMA_VERSION,
+    Card,
+    ClockTick,
+    Event,
+    FullTime,
+    Goal,
+    GoalDisallowed,
+    GoalMethod,
+    KickOff,
+    MatchId,
+    PeriodEnd,
+    Possession,
+    Score,
+    ShootoutKick,
+    Substitution,
+    TeamCode,
+    TeamRef,
+)
+
+__all__ = [
+    "CardRecord",
+    "GoalRecord",
+    "MatchState",
+    "MatchStatus",
+    "SequenceCheck",
+    "apply",
+    "check_sequence",
+    "replay_state",
+]
+
+MatchStatus = Literal["scheduled", "live", "half_time", "break", "finished"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GoalRecord(_Frozen):
+    """A goal as the state remembers it."""
+
+    goal_id: str
+    seq: int
+    clock: MatchClock
+    team: TeamCode
+    scorer: str
+    method: GoalMethod | None = None
+    detail: str | None = None
+
+
+class CardRecord(_Frozen):
+    """A card as the state remembers it."""
+
+    seq: int
+    clock: MatchClock
+    team: TeamCode
+    player: str
+    card: Literal["yellow", "second_yellow", "red"]
+
+
+class MatchState(_Frozen):
+    """Everything a scoreboard needs, as of ``last_seq``.
+
+    Published retained after every event so a late subscriber knows the score at once.
+    """
+
+    schema_version: str = Field(default=SCHEMA_VERSION, pattern=r"^\d+\.\d+$")
+    match_id: MatchId
+    home: TeamRef | None = None
+    away: TeamRef | None = None
+    score: Score = Field(default_factory=dict, description="Goals keyed by team code")
+    status: MatchStatus = "scheduled"
+    period: Period | None = None
+    clock: MatchClock | None = None
+    last_seq: int = Field(default=0, ge=0, description="Seq of the last event applied")
+    goals: tuple[GoalRecord, ...] = ()
+    cards: tuple[CardRecord, ...] = ()
+    possession: dict[TeamCode, float] | None = None
+    shootout: Score | None = None
+    winner: TeamCode | None = None
+
+    @classmethod
+    def new(
+        cls, match_id: str, home: TeamRef | None = None, away: TeamRef | None = None
+    ) -> MatchState:
+        """The state before the first event, 0-0 when the teams are known."""
+        score = {home.code: 0, away.code: 0} if home and away else {}
+        return cls(match_id=match_id, home=home, away=away, score=score)
+
+    @property
+    def scoreline(self) -> str:
+        """``ARG 2-1 ENG``, home first; falls back to the score dict's order."""
+        codes = [t.code for t in (self.home, self.away) if t] or list(self.score)
+        if len(codes) != 2:
+            return " ".join(f"{c} {n}" for c, n in self.score.items()) or "-"
+        h, a = codes
+        line = f"{h} {self.score.get(h, 0)}-{self.score.get(a, 0)} {a}"
+        if self.shootout:
+            line += f" ({self.shootout.get(h, 0)}-{self.shootout.get(a, 0)} pens)"
+        return line
+
+    @property
+    def display_clock(self) -> str:
+        """The clock as a scoreboard shows it: ``1H 23'``, ``HT``, ``2H 90+2'``, ``FT``."""
+        if self.status == "finished":
+            return "FT"
+        if self.status == "half_time":
+            return "HT"
+        if self.status == "scheduled" or self.clock is None:
+            return "--"
+        if self.status == "break":
+            return "BREAK"
+        return f"{self.clock.period.short} {self.clock.label}"
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceCheck:
+    """What an incoming seq means relative to the state.
+
+    Attributes:
+        kind: ``next`` (apply it), ``duplicate`` (already applied; drop it), or ``gap``
+            (events ``missing`` never arrived; apply it and resynchronise).
+        missing: the seqs skipped over, empty unless ``kind == "gap"``.
+    """
+
+    kind: Literal["next", "duplicate", "gap"]
+    missing: range = range(0)
+
+
+def check_sequence(state: MatchState, seq: int) -> SequenceCheck:
+    """Classify ``seq`` against ``state.last_seq``."""
+    if seq <= state.last_seq:
+        return SequenceCheck("duplicate")
+    if seq == state.last_seq + 1:
+        return SequenceCheck("next")
+    return SequenceCheck("gap", range(state.last_seq + 1, seq))
+
+
+def apply(state: MatchState, event: Event) -> MatchState:
+    """The state after ``event``. Pure; a duplicate (``seq <= last_seq``) changes nothing.
+
+    Raises:
+        ValueError: the event belongs to another match.
+    """
+    if event.match_id != state.match_id:
+        raise ValueError(f"event of match {event.match_id!r} applied to {state.match_id!r}")
+    if event.seq <= state.last_seq:
+        return state
+    base: dict[str, object] = {"last_seq": event.seq, "clock": event.clock}
+    match event:
+        case KickOff():
+            score = state.score or {event.home.code: 0, event.away.code: 0}
+            return state.model_copy(
+                update={
+                    **base,
+                    "home": event.home,
+                    "away": event.away,
+                    "score": score,
+                    "status": "live",
+                    "period": event.clock.period,
+                }
+            )
+        case ClockTick():
+            return state.model_copy(update=base)
+        case PeriodEnd():
+            status = "half_time" if event.clock.period is Period.FIRST_HALF else "break"
+            return state.model_copy(update={**base, "status": status, "score": event.score})
+        case Goal():
+            record = GoalRecord(
+                goal_id=event.goal_id,
+                seq=event.seq,
+                clock=event.clock,
+                team=event.team,
+                scorer=event.scorer,
+                method=event.method,
+                detail=event.detail,
+            )
+            return state.model_copy(
+                update={**base, "score": event.score, "goals": (*state.goals, record)}
+            )
+        case GoalDisallowed():
+            goals = tuple(g for g in state.goals if g.goal_id != event.goal_id)
+            return state.model_copy(update={**base, "score": event.score, "goals": goals})
+        case Possession():
+            return state.model_copy(update={**base, "possession": dict(event.share)})
+        case Card():
+            record_c = CardRecord(
+                seq=event.seq,
+                clock=event.clock,
+                team=event.team,
+                player=event.player,
+                card=event.card,
+            )
+            return state.model_copy(update={**base, "cards": (*state.cards, record_c)})
+        case Substitution():
+            return state.model_copy(update=base)
+        case ShootoutKick():
+            return state.model_copy(
+                update={**base, "shootout": dict(event.shootout), "period": Period.PENALTIES}
+            )
+        case FullTime():
+            return state.model_copy(
+                update={
+                    **base,
+                    "status": "finished",
+                    "score": event.score,
+                    "shootout": event.shootout,
+                    "winner": event.winner,
+                }
+            )
+        case _:  # pragma: no cover - the type checker proves this unreachable
+            assert_never(event)
+
+
+def replay_state(match_id: str, events: list[Event] | tuple[Event, ...]) -> MatchState:
+    """Fold ``events`` (in the order given) into a state, from nothing."""
+    state = MatchState.new(match_id)
+    for event in events:
+        state = apply(state, event)
+    return state

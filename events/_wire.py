@@ -1,0 +1,60 @@
+"""What a message is and what publishing one takes, without any MQTT client.
+
+``simulator`` and ``consumers`` talk to these protocols; the one module that imports the MQTT
+client (``matchcast.mqtt``) implements them, and tests use in-memory fakes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["Message", "MessageProps", "MessageSource", "Publisher"]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageProps:
+    """MQTT 5 properties of a message; dropped where the broker speaks 3.1.1."""
+
+    content_type: str | None = None
+    message_expiry: int | None = None
+    user: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message as received."""
+
+    topic: str
+    payload: bytes
+    qos: int = 0
+    retain: bool = False
+
+
+class Publisher(Protocol):
+    """Anything that can publish a message and wait until the broker has it (per QoS)."""
+
+    async def publish(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        qos: int = 1,
+        retain: bool = False,
+        props: MessageProps | None = None,
+    ) -> None:
+        """Publish; returns when QoS 0 is written, QoS 1 acknowledged, QoS 2 completed."""
+        ...
+
+
+class MessageSource(Protocol):
+    """Anything that can subscribe to topic filters and yield the messages that arrive."""
+
+    async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
+        """Subscribe; returns once the broker confirmed."""
+        ...
+
+    def messages(self) -> AsyncIterator[Message]:
+        """Messages in arrival order; ends when the connection is closed."""
+        ...

@@ -1,0 +1,136 @@
+"""What the commands do, as coroutines the CLI and the tests both call.
+
+Each function takes a broker URL; wiring an embedded broker in when there is none is the
+CLI's job (see :mod:`matchcast.cli`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import uuid
+from collections.abc import Sequence
+
+import structlog
+
+from consumers import Runner, Subscriber
+from events import CONTENT_TYPE, FullTime, MatchState, MessageProps, Topics
+from matchcast.mqtt import BrokerURL, MqttClient, Protocol, WillSpec
+from simulator import Match, Replayer, ReplayOptions, ReplayReport
+
+__all__ = ["run_replay", "run_watch", "status_payload"]
+
+_log = structlog.get_logger("matchcast.app")
+
+
+def status_payload(replayer_id: str, status: str, matches: Sequence[str] = ()) -> bytes:
+    """The retained status message of a replayer: ``{"status": "online", ...}``."""
+    body = {
+        "status": status,
+        "replayer_id": replayer_id,
+        "matches": list(matches),
+        "at": dt.datetime.now(dt.UTC).isoformat(),
+    }
+    return json.dumps(body).encode()
+
+
+async def run_replay(
+    matches: Sequence[Match],
+    url: BrokerURL,
+    options: ReplayOptions,
+    *,
+    replayer_id: str | None = None,
+    protocol: Protocol = "auto",
+) -> list[ReplayReport]:
+    """Replay ``matches`` concurrently onto the broker at ``url``.
+
+    The replayer's status topic says ``online`` while it runs and ``offline`` after, or when
+    the connection dies (the last will).
+    """
+    replayer_id = replayer_id or f"replayer-{uuid.uuid4().hex[:8]}"
+    topics = options.topics
+    ids = [m.match_id for m in matches]
+    will = WillSpec(topics.status(replayer_id), status_payload(replayer_id, "offline", ids))
+    async with MqttClient(
+        url,
+        client_id=f"matchcast-{replayer_id}",
+        protocol=protocol,
+        will=will,
+        max_inflight=max(options.max_inflight, 20),
+    ) as client:
+        _log.info(
+            "replayer.connected",
+            broker=str(url),
+            protocol=client.protocol_version,
+            replayer_id=replayer_id,
+        )
+        props = MessageProps(content_type=CONTENT_TYPE)
+        await client.publish(
+            topics.status(replayer_id),
+            status_payload(replayer_id, "online", ids),
+            qos=1,
+            retain=True,
+            props=props,
+        )
+        replayer = Replayer(client, options)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                tasks = [tg.create_task(replayer.run(m)) for m in matches]
+        finally:
+            # Best effort: on a dead connection the will says offline instead.
+            try:
+                await asyncio.wait_for(
+                    client.publish(
+                        topics.status(replayer_id),
+                        status_payload(replayer_id, "offline", ids),
+                        qos=1,
+                        retain=True,
+                        props=props,
+                    ),
+                    timeout=2,
+                )
+            except (Exception, asyncio.CancelledError):
+                _log.debug("replayer.offline_not_published", replayer_id=replayer_id)
+        return [t.result() for t in tasks]
+
+
+async def run_watch(
+    url: BrokerURL,
+    subscribers: Sequence[Subscriber],
+    *,
+    topics: Topics | None = None,
+    match_filter: str = "+",
+    until_finished: set[str] | None = None,
+    qos: int = 1,
+    client_id: str | None = None,
+    protocol: Protocol = "auto",
+    runner: Runner | None = None,
+) -> dict[str, MatchState]:
+    """Run subscribers against the broker until stopped, or until every match named in
+    ``until_finished`` has reached full time. Returns the final states.
+
+    Pass ``runner`` to watch its ``subscribed`` event or call its ``stop()`` from outside.
+    """
+    remaining = set(until_finished or ())
+    subs = list(subscribers)
+    if remaining:
+        finisher = Subscriber("until-finished")
+
+        def _check(state: MatchState) -> None:
+            if state.status == "finished":
+                remaining.discard(state.match_id)
+                if not remaining:
+                    assert runner is not None
+                    runner.stop()
+
+        finisher.on(FullTime)(lambda _event, state: _check(state))
+        finisher.on_state(_check)
+        subs.append(finisher)
+    if runner is None:
+        runner = Runner(subs, topics=topics, match_filter=match_filter)
+    else:
+        runner.subscribers.extend(s for s in subs if s not in runner.subscribers)
+    async with MqttClient(url, client_id=client_id, protocol=protocol) as client:
+        await runner.run(client, qos=qos)
+    return runner.states

@@ -1,0 +1,398 @@
+"""The ``matchcast`` command line.
+
+Bad arguments and unreachable brokers end in one clear line on standard error and a non-zero
+exit (2 for bad input, 1 for a runtime failure), never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Annotated, Any, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+
+from events import EventAdapter, MatchcastError, MatchClock, MatchFileError, MatchState, Topics
+from matchcast.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker
+from matchcast.logs import LogFormat, configure_logging
+from matchcast.mqtt import BrokerURL, broker_url_from
+from simulator import Match, ReplayOptions, resolve_matches
+
+__all__ = ["app", "main"]
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    name="matchcast",
+    help="Replay football matches minute by minute onto an MQTT broker, and watch them.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_err = Console(stderr=True, highlight=False)
+
+DEFAULT_EMBEDDED_PORT = 1883
+DEMO_SPEED = 65.0  # the semi-final's 98 minutes of play in about 90 seconds
+
+
+class _Exit(Exception):  # noqa: N818 - control flow, not an error
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    _err.print(f"[bold red]error:[/] {message}", markup=True)
+    raise _Exit(code)
+
+
+def _first_error(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _run(coro_fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run a coroutine; Ctrl-C and SIGTERM cancel it cleanly; known errors become one line."""
+
+    async def main() -> T:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, task.cancel)
+        return await coro_fn()
+
+    try:
+        return asyncio.run(main())
+    except asyncio.CancelledError:
+        _err.print("interrupted")
+        raise _Exit(130) from None
+    except KeyboardInterrupt:
+        raise _Exit(130) from None
+    except BaseExceptionGroup as group:
+        err = _first_error(group)
+        if isinstance(err, MatchcastError | OSError):
+            _fail(str(err), 2 if isinstance(err, MatchFileError) else 1)
+        raise
+    except MatchFileError as err:
+        _fail(str(err), 2)
+    except (MatchcastError, OSError) as err:
+        _fail(str(err))
+
+
+# ---------------------------------------------------------------- shared options
+
+BrokerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--broker",
+        "-b",
+        help="mqtt://[user:pass@]host:port or mqtts://...; "
+        "default $MATCHCAST_BROKER, else the embedded broker.",
+        show_default=False,
+    ),
+]
+RootOpt = Annotated[str, typer.Option("--root", help="Topic root.")]
+LogFmtOpt = Annotated[
+    str,
+    typer.Option(
+        "--log-format", help="auto (console on a terminal, JSON otherwise), console or json."
+    ),
+]
+VerboseOpt = Annotated[
+    int, typer.Option("--verbose", "-v", count=True, help="More logs (-v info, -vv debug).")
+]
+QosOpt = Annotated[int, typer.Option("--qos", min=0, max=2, help="MQTT QoS of every message.")]
+
+
+def _setup_logs(fmt: str, verbose: int, quiet_default: bool) -> None:
+    if fmt not in ("auto", "console", "json"):
+        _fail(f"--log-format must be auto, console or json, not {fmt!r}", 2)
+    levels = ["WARNING" if quiet_default else "INFO", "INFO", "DEBUG"]
+    lf: LogFormat = fmt  # type: ignore[assignment]
+    configure_logging(lf, levels[min(verbose, 2)])
+
+
+def _broker(option: str | None) -> BrokerURL | None:
+    try:
+        return broker_url_from(option)
+    except ValueError as err:
+        _fail(str(err), 2)
+
+
+def _topics(root: str) -> Topics:
+    try:
+        return Topics(root)
+    except ValueError as err:
+        _fail(f"--root: {err}", 2)
+
+
+def _speed(value: str) -> float | None:
+    if value.lower() == "max":
+        return None
+    try:
+        speed = float(value)
+    except ValueError:
+        _fail(
+            f"--speed must be a number (1 is real time, 60 a minute a second) or 'max', "
+            f"not {value!r}",
+            2,
+        )
+    if not 0 < speed <= 1_000_000:
+        _fail(f"--speed must be above 0, not {value}", 2)
+    return speed
+
+
+def _from(value: str | None) -> MatchClock | None:
+    if value is None:
+        return None
+    text = value.strip().rstrip("'")
+    minute, _, added = text.partition("+")
+    try:
+        return MatchClock.at(int(minute), int(added or 0))
+    except (ValueError, StopIteration):
+        _fail(f"--from must be a minute such as 60 or 90+2, not {value!r}", 2)
+
+
+def _matches(spec: str | None) -> list[Match]:
+    try:
+        return resolve_matches(spec)
+    except MatchFileError as err:
+        _fail(str(err), 2)
+
+
+async def _with_broker(
+    url: BrokerURL | None, port: int, fn: Callable[[BrokerURL], Awaitable[T]]
+) -> T:
+    """Run ``fn`` against ``url``, or against an embedded broker on ``port`` when None."""
+    if url is not None:
+        return await fn(url)
+    broker = EmbeddedBroker(DEFAULT_HOST, port)
+    try:
+        await broker.start()
+    except OSError as err:
+        raise OSError(
+            f"{err}. Is a broker already listening there? Then pass --broker mqtt://{DEFAULT_HOST}:{port}"
+        ) from None
+    try:
+        return await fn(BrokerURL(DEFAULT_HOST, broker.port))
+    finally:
+        await broker.stop()
+
+
+# ---------------------------------------------------------------- commands
+
+
+@app.command()
+def demo(
+    speed: Annotated[str, typer.Option(help="Match seconds per wall second, or 'max'.")] = str(
+        int(DEMO_SPEED)
+    ),
+    start: Annotated[
+        str | None, typer.Option("--from", help="Start at this minute, e.g. 60 or 90+2.")
+    ] = None,
+    log_format: LogFmtOpt = "auto",
+    verbose: VerboseOpt = 0,
+) -> None:
+    """Embedded broker + replay of the 2026 semi-final + live scoreboard, in one process."""
+    _setup_logs(log_format, verbose, quiet_default=True)
+    options = ReplayOptions(speed=_speed(speed), start=_from(start))
+    match = _matches(None)[0]
+    console = Console()
+    final = _run(lambda: _demo(match, options, console))
+    console.print(
+        f"[bold]Full time:[/] {final.scoreline}  ({match.venue.name if match.venue else ''})"
+    )
+
+
+async def _demo(match: Match, options: ReplayOptions, console: Console) -> MatchState:
+    from consumers import Runner  # noqa: PLC0415
+    from consumers.terminal import TerminalView  # noqa: PLC0415
+    from matchcast.app import run_replay, run_watch  # noqa: PLC0415
+
+    async with embedded_broker() as broker:
+        url = BrokerURL(broker.host, broker.port)
+        view = TerminalView(console)
+        runner = Runner([view.subscriber], topics=options.topics, match_filter=match.match_id)
+        with view:
+            async with asyncio.TaskGroup() as tg:
+                watch = tg.create_task(
+                    run_watch(
+                        url,
+                        [],
+                        runner=runner,
+                        until_finished={match.match_id},
+                        client_id="matchcast-demo-watch",
+                    )
+                )
+                await asyncio.wait_for(runner.subscribed.wait(), timeout=10)
+                await run_replay([match], url, options, replayer_id="demo")
+                await asyncio.wait_for(asyncio.shield(watch), timeout=10)
+        return watch.result()[match.match_id]
+
+
+@app.command()
+def replay(
+    match: Annotated[
+        str | None,
+        typer.Argument(
+            help="A match file (.yaml/.json) or a bundled match name; default: semifinal."
+        ),
+    ] = None,
+    broker: BrokerOpt = None,
+    speed: Annotated[
+        str,
+        typer.Option(
+            help="Match seconds per wall second (1 real time, 60 a minute a second), or 'max'."
+        ),
+    ] = "60",
+    start: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="Start at this minute (e.g. 60, 90+2), publishing the state at that point first.",
+        ),
+    ] = None,
+    break_seconds: Annotated[
+        float | None, typer.Option("--break-seconds", help="Wall seconds each break lasts.")
+    ] = 2.0,
+    full_breaks: Annotated[
+        bool,
+        typer.Option("--full-breaks", help="Breaks last their real length divided by --speed."),
+    ] = False,
+    qos: QosOpt = 1,
+    root: RootOpt = "matchcast",
+    replayer_id: Annotated[
+        str | None, typer.Option("--replayer-id", help="Names the status topic; random by default.")
+    ] = None,
+    protocol: Annotated[
+        str, typer.Option(help="MQTT protocol: auto (5, else 3.1.1), 5 or 3.1.1.")
+    ] = "auto",
+    port: Annotated[
+        int, typer.Option(help="Port of the embedded broker when no --broker is given.")
+    ] = DEFAULT_EMBEDDED_PORT,
+    log_format: LogFmtOpt = "auto",
+    verbose: VerboseOpt = 0,
+) -> None:
+    """Replay a match onto a broker on a timed schedule."""
+    _setup_logs(log_format, verbose, quiet_default=False)
+    if protocol not in ("auto", "5", "3.1.1"):
+        _fail(f"--protocol must be auto, 5 or 3.1.1, not {protocol!r}", 2)
+    url = _broker(broker)
+    matches = _matches(match)
+    options = ReplayOptions(
+        speed=_speed(speed),
+        start=_from(start),
+        break_seconds=None if full_breaks else break_seconds,
+        qos=qos,
+        topics=_topics(root),
+    )
+    from matchcast.app import run_replay  # noqa: PLC0415
+
+    reports = _run(
+        lambda: _with_broker(
+            url,
+            port,
+            lambda u: run_replay(matches, u, options, replayer_id=replayer_id, protocol=protocol),  # type: ignore[arg-type]
+        )
+    )
+    for r in reports:
+        if r.final_state is not None:
+            seqs = f"seq {r.first_seq}-{r.last_seq}"
+            typer.echo(f"{r.match_id}: {r.final_state.scoreline} ({r.published} events, {seqs})")
+
+
+@app.command()
+def watch(
+    broker: BrokerOpt = None,
+    match: Annotated[str, typer.Option("--match", help="Only this match id; '+' for all.")] = "+",
+    root: RootOpt = "matchcast",
+    qos: QosOpt = 1,
+    exit_at_full_time: Annotated[
+        bool, typer.Option("--exit-at-full-time", help="Exit once the match (--match) is over.")
+    ] = False,
+    log_format: LogFmtOpt = "auto",
+    verbose: VerboseOpt = 0,
+) -> None:
+    """Live terminal scoreboard and ticker (broker default: the embedded one on 127.0.0.1:1883)."""
+    _setup_logs(log_format, verbose, quiet_default=sys.stdout.isatty())
+    url = _broker(broker) or BrokerURL(DEFAULT_HOST, DEFAULT_EMBEDDED_PORT)
+    topics = _topics(root)
+    if exit_at_full_time and match == "+":
+        _fail("--exit-at-full-time needs --match MATCH_ID", 2)
+    from consumers.terminal import TerminalView  # noqa: PLC0415
+    from matchcast.app import run_watch  # noqa: PLC0415
+
+    view = TerminalView()
+
+    async def go() -> dict[str, MatchState]:
+        with view:
+            return await run_watch(
+                url,
+                [view.subscriber],
+                topics=topics,
+                match_filter=match,
+                qos=qos,
+                until_finished={match} if exit_at_full_time else None,
+            )
+
+    try:
+        _run(go)
+    except _Exit as e:
+        if e.code != 130:
+            raise
+        # Ctrl-C is how a watch ends: exit 0
+
+
+@app.command("broker")
+def broker_cmd(
+    host: Annotated[
+        str, typer.Option(help="Address to bind; 127.0.0.1 keeps it private to this machine.")
+    ] = DEFAULT_HOST,
+    port: Annotated[int, typer.Option(help="TCP port.")] = DEFAULT_EMBEDDED_PORT,
+    log_format: LogFmtOpt = "auto",
+    verbose: VerboseOpt = 0,
+) -> None:
+    """Run the embedded broker (amqtt, MQTT 3.1.1) until Ctrl-C."""
+    _setup_logs(log_format, verbose, quiet_default=False)
+
+    async def serve() -> None:
+        b = EmbeddedBroker(host, port)
+        await b.start()
+        _err.print(f"embedded broker on mqtt://{host}:{port} (Ctrl-C to stop)")
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await b.stop()
+
+    try:
+        _run(serve)
+    except _Exit as e:
+        if e.code != 130:
+            raise
+
+
+@app.command()
+def schema(
+    state: Annotated[
+        bool, typer.Option("--state", help="The retained state snapshot instead of the events.")
+    ] = False,
+) -> None:
+    """Print the JSON Schema of the events on the wire (or of the state snapshot)."""
+    doc = MatchState.model_json_schema() if state else EventAdapter.json_schema()
+    typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+
+
+def main() -> None:
+    """Entry point of the ``matchcast`` console script."""
+    try:
+        app()
+    except _Exit as e:
+        sys.exit(e.code)

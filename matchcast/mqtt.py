@@ -1,0 +1,332 @@
+"""The one module that talks to the MQTT client library (aiomqtt 2.x).
+
+:class:`MqttClient` implements the :class:`events.Publisher` and :class:`events.MessageSource`
+protocols the rest of matchcast is written against. It connects with MQTT 5 and falls back to
+3.1.1 where the broker refuses v5 (amqtt does), so MQTT 5 properties (content type, message
+expiry, user properties) are sent where the broker speaks them and dropped where it does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import ssl
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, Self
+from urllib.parse import unquote, urlsplit
+
+import aiomqtt
+import structlog
+from aiomqtt.exceptions import MqttConnectError
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from events import BrokerError, Message, MessageProps
+
+__all__ = ["ENV_BROKER", "BrokerURL", "MqttClient", "WillSpec", "broker_url_from"]
+
+_log = structlog.get_logger("matchcast.mqtt")
+
+#: Environment variable holding the broker URL when ``--broker`` is not given.
+ENV_BROKER = "MATCHCAST_BROKER"
+Protocol = Literal["auto", "5", "3.1.1"]
+#: (host, port) -> whether the broker accepted MQTT 5, learnt by a probe.
+_V5_SUPPORT: dict[tuple[str, int], bool] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerURL:
+    """A parsed ``mqtt://[user:pass@]host:port`` (or ``mqtts://`` for TLS)."""
+
+    host: str
+    port: int
+    tls: bool = False
+    username: str | None = None
+    password: str | None = None
+
+    @classmethod
+    def parse(cls, url: str) -> BrokerURL:
+        """Parse a broker URL; a bare ``host[:port]`` means ``mqtt://``.
+
+        Raises:
+            ValueError: with what is wrong and what a good URL looks like.
+        """
+        raw = url if "://" in url else f"mqtt://{url}"
+        parts = urlsplit(raw)
+        if parts.scheme not in ("mqtt", "mqtts", "tcp", "ssl"):
+            raise ValueError(
+                f"broker URL {cls._redact(url)!r}: scheme must be mqtt:// or mqtts://, "
+                f"e.g. mqtt://127.0.0.1:1883"
+            )
+        tls = parts.scheme in ("mqtts", "ssl")
+        try:
+            port = parts.port or (8883 if tls else 1883)
+        except ValueError:
+            raise ValueError(
+                f"broker URL {cls._redact(url)!r}: the port must be a number 1-65535"
+            ) from None
+        if not parts.hostname:
+            raise ValueError(
+                f"broker URL {cls._redact(url)!r} has no host, e.g. mqtt://127.0.0.1:1883"
+            )
+        return cls(
+            host=parts.hostname,
+            port=port,
+            tls=tls,
+            username=unquote(parts.username) if parts.username else None,
+            password=unquote(parts.password) if parts.password else None,
+        )
+
+    @staticmethod
+    def _redact(url: str) -> str:
+        head, at, tail = url.rpartition("@")
+        if not at:
+            return url
+        scheme, sep, creds = head.partition("://")
+        user = creds.split(":", 1)[0]
+        return f"{scheme}{sep}{user}:***@{tail}" if sep else f"{user}:***@{tail}"
+
+    def __str__(self) -> str:
+        """The URL with the password replaced by ``***``: safe to log."""
+        user = (
+            f"{self.username}:***@"
+            if self.username and self.password
+            else (f"{self.username}@" if self.username else "")
+        )
+        return f"{'mqtts' if self.tls else 'mqtt'}://{user}{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class WillSpec:
+    """A last will: published by the broker when the client vanishes."""
+
+    topic: str
+    payload: bytes
+    qos: int = 1
+    retain: bool = True
+
+
+def _properties(packet: int, props: MessageProps | None) -> Properties | None:
+    if props is None:
+        return None
+    p = Properties(packet)  # type: ignore[no-untyped-call]
+    if props.content_type:
+        p.ContentType = props.content_type
+    if props.message_expiry is not None:
+        p.MessageExpiryInterval = props.message_expiry
+    if props.user:
+        p.UserProperty = list(props.user)
+    return p
+
+
+class MqttClient:
+    """A connection to a broker; implements ``Publisher`` and ``MessageSource``.
+
+    Use as an async context manager::
+
+        async with MqttClient(BrokerURL.parse("mqtt://127.0.0.1:1883")) as client:
+            await client.publish("a/b", b"{}", qos=1)
+    """
+
+    def __init__(
+        self,
+        url: BrokerURL,
+        *,
+        client_id: str | None = None,
+        protocol: Protocol = "auto",
+        will: WillSpec | None = None,
+        clean_start: bool = True,
+        session_expiry: int | None = None,
+        keepalive: int = 30,
+        connect_timeout: float = 10.0,
+        max_inflight: int = 100,
+        tls_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.url = url
+        self.client_id = client_id or f"matchcast-{uuid.uuid4().hex[:12]}"
+        self._protocol = protocol
+        self._will = will
+        self._clean_start = clean_start
+        self._session_expiry = session_expiry
+        self._keepalive = keepalive
+        self._timeout = connect_timeout
+        self._max_inflight = max_inflight
+        self._tls = tls_context
+        self._client: aiomqtt.Client | None = None
+        self.protocol_version: Literal["5", "3.1.1"] | None = None
+
+    def _make(self, version: Literal["5", "3.1.1"]) -> aiomqtt.Client:
+        v5 = version == "5"
+        will = None
+        if self._will:
+            will = aiomqtt.Will(
+                self._will.topic, self._will.payload, self._will.qos, self._will.retain
+            )
+        props = None
+        if v5 and self._session_expiry is not None:
+            props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+            props.SessionExpiryInterval = self._session_expiry
+        tls_context = self._tls
+        if self.url.tls and tls_context is None:
+            tls_context = ssl.create_default_context()
+        kwargs: dict[str, Any] = {}
+        if v5:
+            kwargs["clean_start"] = self._clean_start
+        else:
+            kwargs["clean_session"] = self._clean_start
+        client = aiomqtt.Client(
+            self.url.host,
+            self.url.port,
+            username=self.url.username,
+            password=self.url.password,
+            identifier=self.client_id,
+            protocol=aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311,
+            will=will,
+            timeout=self._timeout,
+            keepalive=self._keepalive,
+            max_inflight_messages=self._max_inflight,
+            properties=props,
+            tls_context=tls_context,
+            **kwargs,
+        )
+        client.pending_calls_threshold = 1_000_000  # we bound in-flight calls ourselves
+        return client
+
+    async def _probe_v5(self) -> bool:
+        """Whether the broker accepts MQTT 5, asked once per broker address.
+
+        A will in a v5 CONNECT makes amqtt's 3.1.1 parser hang instead of refusing, so a
+        client with a will asks with a bare CONNECT first.
+        """
+        key = (self.url.host, self.url.port)
+        if key not in _V5_SUPPORT:
+            probe = MqttClient(
+                self.url, protocol="5", connect_timeout=self._timeout, tls_context=self._tls
+            )
+            try:
+                async with probe:
+                    _V5_SUPPORT[key] = True
+            except BrokerError as err:
+                if "protocol" not in err.reason.lower():
+                    raise
+                _V5_SUPPORT[key] = False
+        return _V5_SUPPORT[key]
+
+    async def __aenter__(self) -> Self:
+        versions: list[Literal["5", "3.1.1"]] = (
+            ["5", "3.1.1"] if self._protocol == "auto" else [self._protocol]
+        )
+        if self._protocol == "auto" and self._will is not None and not await self._probe_v5():
+            versions = ["3.1.1"]
+        last: Exception | None = None
+        for version in versions:
+            client = self._make(version)
+            try:
+                await client.__aenter__()
+            except MqttConnectError as err:
+                last = err
+                if (
+                    version == "5"
+                    and self._protocol == "auto"
+                    and "protocol" in str(err.rc).lower()
+                ):
+                    _log.info("broker.v5_refused", broker=str(self.url), fallback="3.1.1")
+                    continue
+                raise BrokerError(str(self.url), f"connection refused: {err.rc}") from err
+            except aiomqtt.MqttError as err:
+                raise BrokerError(str(self.url), f"cannot connect: {err}") from err
+            self._client = client
+            self.protocol_version = version
+            _log.debug(
+                "broker.connected", broker=str(self.url), protocol=version, client_id=self.client_id
+            )
+            return self
+        raise BrokerError(str(self.url), f"connection refused: {last}")
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(aiomqtt.MqttError):
+                await client.__aexit__(exc_type, exc, tb)
+
+    @property
+    def _c(self) -> aiomqtt.Client:
+        if self._client is None:
+            raise BrokerError(str(self.url), "not connected")
+        return self._client
+
+    @property
+    def is_v5(self) -> bool:
+        """True where the broker accepted MQTT 5."""
+        return self.protocol_version == "5"
+
+    async def publish(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        qos: int = 1,
+        retain: bool = False,
+        props: MessageProps | None = None,
+    ) -> None:
+        """Publish and wait for the broker per QoS.
+
+        Raises:
+            BrokerError: the connection is gone or the publish timed out.
+        """
+        properties = _properties(PacketTypes.PUBLISH, props) if self.is_v5 else None
+        try:
+            await self._c.publish(topic, payload, qos=qos, retain=retain, properties=properties)
+        except aiomqtt.MqttError as err:
+            raise BrokerError(str(self.url), f"publish to {topic!r} failed: {err}") from err
+
+    async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
+        """Subscribe and wait for the SUBACK.
+
+        Raises:
+            BrokerError: the broker refused it or the connection is gone.
+        """
+        try:
+            result = await self._c.subscribe(topic_filter, qos=qos)
+        except aiomqtt.MqttError as err:
+            raise BrokerError(
+                str(self.url), f"subscribe to {topic_filter!r} failed: {err}"
+            ) from err
+        codes = [r if isinstance(r, int) else int(r.value) for r in result]
+        if any(c >= 0x80 for c in codes):
+            raise BrokerError(
+                str(self.url), f"subscribe to {topic_filter!r} refused (code {codes})"
+            )
+
+    async def messages(self) -> AsyncIterator[Message]:
+        """Messages as they arrive; ends when the connection is closed by us.
+
+        Raises:
+            BrokerError: the connection was lost.
+        """
+        try:
+            async for m in self._c.messages:
+                payload = (
+                    m.payload
+                    if isinstance(m.payload, bytes | bytearray)
+                    else str(m.payload).encode()
+                )
+                yield Message(
+                    topic=m.topic.value, payload=bytes(payload), qos=m.qos, retain=m.retain
+                )
+        except aiomqtt.MqttError as err:
+            raise BrokerError(str(self.url), f"connection lost: {err}") from err
+
+
+def broker_url_from(option: str | None) -> BrokerURL | None:
+    """The broker from ``--broker``, else ``$MATCHCAST_BROKER``, else None (embedded)."""
+    raw = option or os.environ.get(ENV_BROKER)
+    return BrokerURL.parse(raw) if raw else None

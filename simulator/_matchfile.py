@@ -1,0 +1,384 @@
+"""The match file: a match as data, validated on load.
+
+A match file (YAML or JSON) describes one match: who, where, when, the structure of play
+(periods and their added time) and the incidents (goals, cards, ...). Every fact says where it
+comes from (``source``): a published ``article``, imported ``data``, a ``simulated`` match, or an
+``assumption`` made because the sources are silent. The replayer expands the file into the full
+event stream: kickoff, a clock tick for every minute, the incidents, half time, full time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from events import (
+    PERIOD_BOUNDS,
+    GoalMethod,
+    MatchClock,
+    MatchFileError,
+    MatchId,
+    Period,
+    Score,
+    TeamCode,
+    TeamRef,
+)
+
+__all__ = [
+    "CardIncident",
+    "Competition",
+    "DisallowedIncident",
+    "GoalIncident",
+    "Incident",
+    "Kickoff",
+    "Match",
+    "MatchResult",
+    "PeriodSpec",
+    "PossessionIncident",
+    "ShootoutKickSpec",
+    "Source",
+    "SubstitutionIncident",
+    "Team",
+    "Venue",
+    "load_match",
+    "parse_match",
+]
+
+Source = Literal["article", "assumption", "data", "simulated"]
+FORMAT_VERSION = 1
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _Fact(_Spec):
+    source: Source = Field(description="Where this fact comes from")
+    note: str | None = Field(default=None, description="Why, or what the source says exactly")
+
+
+class Team(_Fact):
+    """A team: code, name and manager."""
+
+    code: TeamCode
+    name: str = Field(min_length=1)
+    manager: str | None = None
+
+    def ref(self) -> TeamRef:
+        """The team as events name it."""
+        return TeamRef(code=self.code, name=self.name)
+
+
+class Competition(_Fact):
+    """Competition and stage, e.g. FIFA World Cup 2026, Semi-final."""
+
+    name: str = Field(min_length=1)
+    stage: str | None = None
+    knockout: bool = Field(default=False, description="Level at full time goes to extra time")
+
+
+class Venue(_Fact):
+    """Where the match is played."""
+
+    name: str = Field(min_length=1)
+    city: str | None = None
+
+
+class Kickoff(_Fact):
+    """Date and local time of kickoff."""
+
+    date: dt.date
+    time: dt.time | None = None
+    utc_offset: str | None = Field(default=None, pattern=r"^[+-]\d{2}:\d{2}$")
+
+
+class PeriodSpec(_Fact):
+    """One period of play and the minutes added at its end."""
+
+    period: Period
+    added_minutes: int = Field(ge=0, le=30)
+
+
+class _Incident(_Fact):
+    minute: int = Field(ge=1, le=120, description="Regulation minute label (90 in 90+2')")
+    added: int = Field(default=0, ge=0, le=30, description="Added minute (2 in 90+2')")
+    second: int = Field(
+        default=30, ge=0, le=59, description="Second within the minute; 30 unless known"
+    )
+    period: Period | None = Field(
+        default=None, description="Only needed where the minute is ambiguous (45+ and 90+)"
+    )
+
+    @property
+    def clock(self) -> MatchClock:
+        """The incident's place on the match clock."""
+        return MatchClock.at(self.minute, self.added, self.period)
+
+
+class GoalIncident(_Incident):
+    """A goal. For an own goal, ``team`` is the team credited and ``scorer`` the opponent."""
+
+    type: Literal["goal"] = "goal"
+    id: str | None = Field(default=None, description="Referenced by a disallowed incident")
+    team: TeamCode
+    scorer: str = Field(min_length=1)
+    method: GoalMethod | None = None
+    detail: str | None = None
+
+
+class DisallowedIncident(_Incident):
+    """A goal retracted after review; names the goal by its ``id``."""
+
+    type: Literal["disallowed"] = "disallowed"
+    goal: str = Field(description="id of the retracted goal")
+    reason: str | None = None
+
+
+class PossessionIncident(_Incident):
+    """Possession shares over a stretch of play."""
+
+    type: Literal["possession"] = "possession"
+    share: dict[TeamCode, Annotated[float, Field(ge=0, le=100)]]
+    since_minute: int | None = Field(default=None, ge=1, le=120)
+    since_added: int = Field(default=0, ge=0)
+
+
+class CardIncident(_Incident):
+    """A yellow, second yellow or red card."""
+
+    type: Literal["card"] = "card"
+    team: TeamCode
+    player: str = Field(min_length=1)
+    card: Literal["yellow", "second_yellow", "red"]
+
+
+class SubstitutionIncident(_Incident):
+    """A substitution."""
+
+    type: Literal["substitution"] = "substitution"
+    team: TeamCode
+    player_off: str = Field(min_length=1)
+    player_on: str = Field(min_length=1)
+
+
+Incident = Annotated[
+    GoalIncident | DisallowedIncident | PossessionIncident | CardIncident | SubstitutionIncident,
+    Field(discriminator="type"),
+]
+
+
+class ShootoutKickSpec(_Fact):
+    """One kick of a penalty shoot-out, in the order taken."""
+
+    team: TeamCode
+    taker: str = Field(min_length=1)
+    scored: bool
+
+
+class MatchResult(_Fact):
+    """The recorded result; checked against the incidents on load."""
+
+    score: Score
+    shootout: Score | None = None
+
+
+def _default_periods() -> tuple[PeriodSpec, ...]:
+    return (
+        PeriodSpec(period=Period.FIRST_HALF, added_minutes=2, source="assumption"),
+        PeriodSpec(period=Period.SECOND_HALF, added_minutes=4, source="assumption"),
+    )
+
+
+class Match(_Spec):
+    """A whole match file."""
+
+    format: Literal[1] = Field(default=1, description="Match file format version")
+    match_id: MatchId
+    title: str | None = None
+    competition: Competition
+    venue: Venue | None = None
+    kickoff: Kickoff
+    home: Team
+    away: Team
+    periods: tuple[PeriodSpec, ...] = Field(default_factory=_default_periods, min_length=1)
+    break_minutes: int = Field(default=15, ge=0, le=60, description="Length of each break")
+    timeline: tuple[Incident, ...] = ()
+    shootout: tuple[ShootoutKickSpec, ...] = ()
+    result: MatchResult
+    sources: dict[str, str] = Field(
+        default_factory=dict, description="Named sources: article path, dataset, licence"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        problems: list[str] = []
+        codes = {self.home.code, self.away.code}
+        if self.home.code == self.away.code:
+            problems.append(f"home and away are both {self.home.code}")
+        played = [p.period for p in self.periods]
+        expected = [Period(i) for i in range(1, len(played) + 1)]
+        if played != expected or len(played) not in (2, 4, 5):
+            problems.append(
+                "periods: expected 1, 2 (regulation), then 3, 4 (extra time) and 5 "
+                f"(penalties), in order; got {[int(p) for p in played]}"
+            )
+        added = {p.period: p.added_minutes for p in self.periods}
+        goal_ids: set[str] = set()
+        for i, inc in enumerate(self.timeline):
+            where = f"timeline.{i}"
+            try:
+                clock = inc.clock
+            except (ValidationError, StopIteration) as err:
+                problems.append(f"{where}: no such minute {inc.minute}+{inc.added}: {err}")
+                continue
+            if clock.period not in added or clock.period is Period.PENALTIES:
+                problems.append(f"{where}: minute {clock.label} is in a period not played")
+                continue
+            if clock.added > added[clock.period]:
+                problems.append(
+                    f"{where}: minute {clock.label} is past the {added[clock.period]} added "
+                    f"minute(s) of {clock.period.short}; raise periods.added_minutes or move it"
+                )
+            team = getattr(inc, "team", None)
+            if team is not None and team not in codes:
+                problems.append(
+                    f"{where}.team: {team} is neither {self.home.code} nor {self.away.code}"
+                )
+            if isinstance(inc, GoalIncident) and inc.id is not None:
+                if inc.id in goal_ids:
+                    problems.append(f"{where}.id: goal id {inc.id!r} is used twice")
+                goal_ids.add(inc.id)
+            if isinstance(inc, PossessionIncident) and set(inc.share) - codes:
+                problems.append(f"{where}.share: unknown team(s) {sorted(set(inc.share) - codes)}")
+        for i, inc in enumerate(self.timeline):
+            if isinstance(inc, DisallowedIncident) and inc.goal not in goal_ids:
+                problems.append(f"timeline.{i}.goal: no goal has id {inc.goal!r}")
+        for i, kick in enumerate(self.shootout):
+            if kick.team not in codes:
+                problems.append(f"shootout.{i}.team: {kick.team} is not playing")
+        if self.shootout and Period.PENALTIES not in played:
+            problems.append("shootout: kicks are listed but periods has no period 5 (penalties)")
+        problems += self._check_result(codes)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def _check_result(self, codes: set[str]) -> list[str]:
+        problems = []
+        if set(self.result.score) != codes:
+            return [
+                f"result.score: expected the keys {sorted(codes)}, got {sorted(self.result.score)}"
+            ]
+        counted = self.final_score()
+        if counted != dict(self.result.score):
+            problems.append(
+                f"result.score: says {self._line(self.result.score)} but the goals in the timeline "
+                f"add up to {self._line(counted)}"
+            )
+        level = counted[self.home.code] == counted[self.away.code]
+        if Period.PENALTIES in {p.period for p in self.periods}:
+            if not level:
+                problems.append("periods: a shoot-out is only played when the score is level")
+            shoot = self.shootout_score()
+            if self.result.shootout is None or dict(self.result.shootout) != shoot:
+                problems.append(
+                    f"result.shootout: the kicks add up to {self._line(shoot)}, "
+                    f"the result says {self._line(self.result.shootout or {})}"
+                )
+            elif shoot[self.home.code] == shoot[self.away.code]:
+                problems.append("shootout: a shoot-out cannot end level")
+        elif self.result.shootout is not None:
+            problems.append("result.shootout: given, but no shoot-out was played")
+        return problems
+
+    def _line(self, score: dict[str, int]) -> str:
+        h, a = self.home.code, self.away.code
+        return f"{h} {score.get(h, 0)}-{score.get(a, 0)} {a}"
+
+    def final_score(self) -> dict[str, int]:
+        """Goals counted from the timeline, less the disallowed ones."""
+        disallowed = {i.goal for i in self.timeline if isinstance(i, DisallowedIncident)}
+        score = Counter({self.home.code: 0, self.away.code: 0})
+        for inc in self.timeline:
+            if isinstance(inc, GoalIncident) and (inc.id is None or inc.id not in disallowed):
+                score[inc.team] += 1
+        return dict(score)
+
+    def shootout_score(self) -> dict[str, int]:
+        """Shoot-out kicks scored, per team."""
+        score = Counter({self.home.code: 0, self.away.code: 0})
+        for kick in self.shootout:
+            score[kick.team] += kick.scored
+        return dict(score)
+
+    @property
+    def winner(self) -> str | None:
+        """Code of the winning team (after a shoot-out if there was one), None for a draw."""
+        score = self.result.shootout if self.result.shootout else self.result.score
+        h, a = score.get(self.home.code, 0), score.get(self.away.code, 0)
+        if h == a:
+            return None
+        return self.home.code if h > a else self.away.code
+
+    @property
+    def period_bounds(self) -> dict[Period, tuple[int, int]]:
+        """Regulation minutes of each period played."""
+        return {p.period: PERIOD_BOUNDS[p.period] for p in self.periods}
+
+
+def _problems(err: ValidationError) -> list[str]:
+    out = []
+    for e in err.errors(include_url=False):
+        loc = ".".join(str(p) for p in e["loc"]) or "(file)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "value_error" and "; " in msg:
+            out += [f"{loc}: {m}" if loc != "(file)" else m for m in msg.split("; ")]
+        else:
+            got = e.get("input")
+            shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
+            out.append(f"{loc}: {msg}{shown}")
+    return out
+
+
+def parse_match(data: Any, *, path: Path | str = "<match>") -> Match:
+    """Validate already-parsed match data.
+
+    Raises:
+        MatchFileError: naming ``path``, and each field path with what was expected.
+    """
+    if not isinstance(data, dict):
+        raise MatchFileError(
+            path, [f"expected a mapping at the top level, got {type(data).__name__}"]
+        )
+    try:
+        return Match.model_validate(data)
+    except ValidationError as err:
+        raise MatchFileError(path, _problems(err)) from None
+
+
+def load_match(path: Path | str) -> Match:
+    """Read and validate a match file (``.yaml``, ``.yml`` or ``.json``).
+
+    Raises:
+        MatchFileError: the file is missing, unreadable, not YAML/JSON, or invalid.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MatchFileError(path, ["no such file"]) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise MatchFileError(path, [f"cannot read: {err}"]) from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        raise MatchFileError(
+            path, [f"not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {err}"]
+        ) from None
+    return parse_match(data, path=path)
