@@ -396,3 +396,18 @@ def main() -> None:
         app()
     except _Exit as e:
         sys.exit(e.code)
+
+
+#: Modules that add commands of their own; each defines ``register(app: typer.Typer)``.
+#: They may use this module's helpers (``_fail``, ``_run``, ``_broker``, ``_speed``, ...).
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+def _register_commands() -> None:
+    import importlib  # noqa: PLC0415
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(app)
+
+
+_register_commands()
