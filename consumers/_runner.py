@@ -72,7 +72,8 @@ class _Lane:
     resync_from: int | None = None  # a snapshot with last_seq >= this replaces the state
     worker: asyncio.Task[None] | None = None
     behind: bool = False
-    pending: list[int] = field(default_factory=list)
+    held: list[Event] = field(default_factory=list)  # events before the first snapshot
+    join_timer: asyncio.TimerHandle | None = None
 
 
 class Runner:
@@ -84,6 +85,8 @@ class Runner:
         match_filter: a match id, or ``+`` for every match.
         queue_size: events buffered per match before the runner reports it is falling behind.
         handler_timeout: seconds a handler may take before it is abandoned and counted.
+        join_timeout: seconds to hold the events of a match joined mid-way while waiting
+            for its retained snapshot; after that they are applied with a gap reported.
     """
 
     def __init__(
@@ -94,12 +97,14 @@ class Runner:
         match_filter: str = "+",
         queue_size: int = 1000,
         handler_timeout: float = 10.0,
+        join_timeout: float = 1.0,
     ) -> None:
         self.subscribers = list(subscribers)
         self.topics = topics or Topics()
         self.match_filter = match_filter
         self.queue_size = queue_size
         self.handler_timeout = handler_timeout
+        self.join_timeout = join_timeout
         self.stats = RunnerStats()
         self._lanes: dict[str, _Lane] = {}
         self._stopping = asyncio.Event()
@@ -112,8 +117,13 @@ class Runner:
         return {m: lane.state for m, lane in self._lanes.items() if lane.state is not None}
 
     def topic_filters(self) -> list[str]:
-        """What to subscribe to: state before events, so a snapshot seeds a late join."""
-        return [self.topics.state(self.match_filter), self.topics.events(self.match_filter)]
+        """What to subscribe to: events first, then the retained state.
+
+        Events that arrive before a match's first snapshot are held (up to
+        ``join_timeout``) and applied on top of it, so nothing published between the two
+        subscriptions is lost and nothing is counted twice.
+        """
+        return [self.topics.events(self.match_filter), self.topics.state(self.match_filter)]
 
     async def run(self, source: MessageSource, *, qos: int = 1) -> RunnerStats:
         """Subscribe on ``source`` and dispatch until it ends or :meth:`stop` is called."""
@@ -193,6 +203,7 @@ class Runner:
             lane.state = snapshot
             log.info("state.synchronised", reason="joined", score=snapshot.scoreline)
             self._enqueue(lane, None, snapshot)
+            self._release_held(lane)
         elif lane.resync_from is not None and snapshot.last_seq >= lane.resync_from:
             lane.state = snapshot
             lane.resync_from = None
@@ -200,9 +211,41 @@ class Runner:
             log.info("state.synchronised", reason="gap", score=snapshot.scoreline)
             self._enqueue(lane, None, snapshot)
 
+    def _release_held(self, lane: _Lane) -> None:
+        if lane.join_timer is not None:
+            lane.join_timer.cancel()
+            lane.join_timer = None
+        held, lane.held = lane.held, []
+        for event in held:
+            self._sequence(lane, event)
+
+    def _join_timed_out(self, lane: _Lane) -> None:
+        lane.join_timer = None
+        if lane.state is None and lane.held:
+            _log.warning(
+                "state.snapshot_missing",
+                match_id=lane.match_id,
+                held=len(lane.held),
+                timeout_s=self.join_timeout,
+            )
+            lane.state = MatchState.new(lane.match_id)
+            self._release_held(lane)
+
     def _on_event(self, event: Event) -> None:
         self.stats.events += 1
         lane = self._lane(event.match_id)
+        if lane.state is None and (event.seq > 1 or lane.held):
+            # Joined mid-match: hold events until the retained snapshot says where we are.
+            lane.held.append(event)
+            if lane.join_timer is None:
+                loop = asyncio.get_running_loop()
+                lane.join_timer = loop.call_later(self.join_timeout, self._join_timed_out, lane)
+            if len(lane.held) >= self.queue_size:
+                self._join_timed_out(lane)
+            return
+        self._sequence(lane, event)
+
+    def _sequence(self, lane: _Lane, event: Event) -> None:
         log = _log.bind(match_id=event.match_id, seq=event.seq)
         state = lane.state or MatchState.new(event.match_id)
         check = check_sequence(state, event.seq)

@@ -10,8 +10,12 @@ import pytest
 
 from events import Topics
 from matchcast.broker import embedded_broker
+from matchcast.logs import configure_logging
 from matchcast.mqtt import BrokerURL
 from tests._brokers import REQUIRE_ENV, Mosquitto, mosquitto_binary
+
+
+configure_logging("console", "WARNING")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,0 +1,74 @@
+"""The reducer derives the state purely; a duplicate seq changes nothing; gaps are detected."""
+
+import pytest
+
+from events import GoalDisallowed, MatchClock, MatchState, apply, check_sequence
+from tests._factories import T0, goal, kickoff, tick
+
+
+def test_kickoff_sets_teams_and_a_zero_score() -> None:
+    state = apply(MatchState.new("m1"), kickoff())
+    assert state.score == {"ARG": 0, "ENG": 0}
+    assert state.status == "live"
+    assert state.display_clock == "1H 1'"
+    assert state.last_seq == 1
+
+
+def test_apply_is_pure() -> None:
+    before = MatchState.new("m1")
+    after = apply(before, kickoff())
+    assert before.last_seq == 0
+    assert before.score == {}
+    assert after is not before
+
+
+def test_a_duplicate_seq_changes_nothing() -> None:
+    state = apply(apply(MatchState.new("m1"), kickoff()), goal(2, 55, "ENG", {"ARG": 0, "ENG": 1}))
+    again = apply(state, goal(2, 55, "ENG", {"ARG": 0, "ENG": 1}))
+    assert again is state
+    older = apply(state, kickoff())
+    assert older is state
+    assert len(state.goals) == 1
+
+
+def test_check_sequence_classifies_next_duplicate_and_gap() -> None:
+    state = apply(MatchState.new("m1"), kickoff())
+    assert check_sequence(state, 2).kind == "next"
+    assert check_sequence(state, 1).kind == "duplicate"
+    gap = check_sequence(state, 5)
+    assert gap.kind == "gap"
+    assert list(gap.missing) == [2, 3, 4]
+
+
+def test_after_a_gap_the_score_is_still_right_because_goals_carry_it() -> None:
+    state = apply(MatchState.new("m1"), kickoff())
+    # seq 2 (Gordon's goal) is lost; the equaliser carries the score after it
+    state = apply(state, goal(3, 86, "ARG", {"ARG": 1, "ENG": 1}))
+    assert state.score == {"ARG": 1, "ENG": 1}
+    assert state.last_seq == 3
+
+
+def test_a_disallowed_goal_is_undone() -> None:
+    state = apply(MatchState.new("m1"), kickoff())
+    state = apply(state, goal(2, 30, "ARG", {"ARG": 1, "ENG": 0}, goal_id="var"))
+    state = apply(
+        state,
+        GoalDisallowed(
+            match_id="m1", seq=3, clock=MatchClock.at(31), emitted_at=T0, goal_id="var", team="ARG",
+            reason="offside", score={"ARG": 0, "ENG": 0},
+        ),
+    )
+    assert state.score == {"ARG": 0, "ENG": 0}
+    assert state.goals == ()
+
+
+def test_an_event_of_another_match_is_refused() -> None:
+    with pytest.raises(ValueError, match="other"):
+        apply(MatchState.new("m1"), tick(1, 1, match_id="other"))
+
+
+def test_scoreline_and_display_clock() -> None:
+    state = apply(MatchState.new("m1"), kickoff())
+    state = apply(state, goal(2, 90, "ARG", {"ARG": 2, "ENG": 1}, added=2))
+    assert state.scoreline == "ARG 2-1 ENG"
+    assert state.display_clock == "2H 90+2'"
