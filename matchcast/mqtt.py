@@ -109,17 +109,52 @@ class WillSpec:
     retain: bool = True
 
 
-def _properties(packet: int, props: MessageProps | None) -> Properties | None:
+def _vbi(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        n, digit = divmod(n, 128)
+        out.append(digit | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _utf8(text: str) -> bytes:
+    raw = text.encode()
+    return len(raw).to_bytes(2, "big") + raw
+
+
+class _PackedProperties(Properties):
+    """PUBLISH properties encoded once, by us.
+
+    paho only ever calls ``pack()`` on the properties of a publish, and its generic packer
+    costs about 35 us a message: as much as the rest of the publish path. The encoding is
+    MQTT 5 section 2.2.2: a variable byte integer length, then identifier + value pairs.
+    """
+
+    def __init__(self, packed: bytes) -> None:
+        object.__setattr__(self, "packetType", PacketTypes.PUBLISH)
+        object.__setattr__(self, "_packed", packed)
+
+    def pack(self) -> bytes:
+        """The encoded properties, length prefix included."""
+        packed: bytes = object.__getattribute__(self, "_packed")
+        return packed
+
+
+_CONTENT_TYPE, _EXPIRY, _USER = 0x03, 0x02, 0x26
+
+
+def _properties(props: MessageProps | None) -> Properties | None:
     if props is None:
         return None
-    p = Properties(packet)  # type: ignore[no-untyped-call]
-    if props.content_type:
-        p.ContentType = props.content_type
+    body = bytearray()
     if props.message_expiry is not None:
-        p.MessageExpiryInterval = props.message_expiry
-    if props.user:
-        p.UserProperty = list(props.user)
-    return p
+        body += bytes([_EXPIRY]) + props.message_expiry.to_bytes(4, "big")
+    if props.content_type:
+        body += bytes([_CONTENT_TYPE]) + _utf8(props.content_type)
+    for key, value in props.user:
+        body += bytes([_USER]) + _utf8(key) + _utf8(value)
+    return _PackedProperties(_vbi(len(body)) + bytes(body))
 
 
 class MqttClient:
@@ -282,7 +317,7 @@ class MqttClient:
         Raises:
             BrokerError: the connection is gone or the publish timed out.
         """
-        properties = _properties(PacketTypes.PUBLISH, props) if self.is_v5 else None
+        properties = _properties(props) if self.is_v5 else None
         try:
             await self._c.publish(topic, payload, qos=qos, retain=retain, properties=properties)
         except aiomqtt.MqttError as err:

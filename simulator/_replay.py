@@ -84,7 +84,7 @@ class ReplayOptions:
         qos: QoS of every message.
         topics: the topic tree.
         event_expiry: MQTT 5 message expiry of events, seconds; None for no expiry.
-        max_inflight: publishes awaiting acknowledgement at once at ``speed=None``.
+        max_inflight: messages awaiting acknowledgement at once at ``speed=None``.
     """
 
     speed: float | None = 60.0
@@ -202,8 +202,15 @@ class Replayer:
                     }
                 )
                 state = apply(state, event)
-                await window.acquire()
-                tg.create_task(self._send(window, events_topic, state_topic, event, state))
+                # One task per message, created in order: tasks start in creation order, so
+                # event N, state N, event N+1, ... reach the wire in that order even with many
+                # in flight, and the window bounds the messages awaiting acknowledgement.
+                for topic, payload, retain, props in (
+                    (events_topic, encode_event(event), False, self._event_props(event)),
+                    (state_topic, encode_state(state), True, _state_props(state)),
+                ):
+                    await window.acquire()
+                    tg.create_task(self._send(window, topic, payload, retain, props))
                 report.lateness_s.append(late if opts.speed is not None else 0.0)
                 report.published += 1
                 report.first_seq = report.first_seq or event.seq
@@ -229,36 +236,24 @@ class Replayer:
         )
         return report
 
+    def _event_props(self, event: Event) -> MessageProps:
+        return MessageProps(
+            content_type=CONTENT_TYPE,
+            message_expiry=self.options.event_expiry,
+            user=(("seq", str(event.seq)), ("type", event.type)),
+        )
+
     async def _send(
         self,
         window: asyncio.Semaphore,
-        events_topic: str,
-        state_topic: str,
-        event: Event,
-        state: MatchState,
+        topic: str,
+        payload: bytes,
+        retain: bool,
+        props: MessageProps,
     ) -> None:
-        qos = self.options.qos
         try:
-            # Both publish calls are issued before either is awaited, so event N, state N,
-            # event N+1, state N+1 reach the wire in that order even with many in flight.
-            await asyncio.gather(
-                self._pub.publish(
-                    events_topic,
-                    encode_event(event),
-                    qos=qos,
-                    props=MessageProps(
-                        content_type=CONTENT_TYPE,
-                        message_expiry=self.options.event_expiry,
-                        user=(("seq", str(event.seq)), ("type", event.type)),
-                    ),
-                ),
-                self._pub.publish(
-                    state_topic,
-                    encode_state(state),
-                    qos=qos,
-                    retain=True,
-                    props=_state_props(state),
-                ),
+            await self._pub.publish(
+                topic, payload, qos=self.options.qos, retain=retain, props=props
             )
         finally:
             window.release()

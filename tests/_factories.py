@@ -13,14 +13,18 @@ ENG = TeamRef(code="ENG", name="England")
 
 
 def kickoff(seq: int = 1, match_id: str = "m1") -> KickOff:
-    return KickOff(match_id=match_id, seq=seq, clock=MatchClock.at(1), emitted_at=T0, home=ARG, away=ENG)
+    return KickOff(
+        match_id=match_id, seq=seq, clock=MatchClock.at(1), emitted_at=T0, home=ARG, away=ENG
+    )
 
 
 def tick(seq: int, minute: int, match_id: str = "m1", added: int = 0) -> ClockTick:
     return ClockTick(match_id=match_id, seq=seq, clock=MatchClock.at(minute, added), emitted_at=T0)
 
 
-def goal(seq: int, minute: int, team: str, score: dict[str, int], match_id: str = "m1", **kw: Any) -> Goal:
+def goal(
+    seq: int, minute: int, team: str, score: dict[str, int], match_id: str = "m1", **kw: Any
+) -> Goal:
     return Goal(
         match_id=match_id,
         seq=seq,

@@ -12,8 +12,7 @@ from events import Topics
 from matchcast.broker import embedded_broker
 from matchcast.logs import configure_logging
 from matchcast.mqtt import BrokerURL
-from tests._brokers import REQUIRE_ENV, Mosquitto, mosquitto_binary
-
+from matchcast.testing import REQUIRE_ENV, Mosquitto, mosquitto_binary
 
 configure_logging("console", "WARNING")
 

@@ -28,7 +28,7 @@ def test_label_and_period_are_inferred_from_the_minute(
 
 
 def test_a_wrong_label_is_refused() -> None:
-    with pytest.raises(ValidationError, match="expected \"90\\+2'\""):
+    with pytest.raises(ValidationError, match='expected "90\\+2\'"'):
         MatchClock(period=Period.SECOND_HALF, minute=90, added=2, label="92'")
 
 
@@ -40,14 +40,21 @@ def test_a_wrong_label_is_refused() -> None:
         (Period.SECOND_HALF, 121, 0, "less than or equal to 120"),
     ],
 )
-def test_impossible_clocks_are_refused(period: Period, minute: int, added: int, reason: str) -> None:
+def test_impossible_clocks_are_refused(
+    period: Period, minute: int, added: int, reason: str
+) -> None:
     with pytest.raises(ValidationError, match=reason):
         MatchClock(period=period, minute=minute, added=added)
 
 
 def test_clocks_sort_by_period_then_minute_then_added() -> None:
     clocks = [MatchClock.at(90, 2), MatchClock.at(45, 3), MatchClock.at(46), MatchClock.at(90)]
-    assert [c.label for c in sorted(clocks, key=lambda c: c.sort_key)] == ["45+3'", "46'", "90'", "90+2'"]
+    assert [c.label for c in sorted(clocks, key=lambda c: c.sort_key)] == [
+        "45+3'",
+        "46'",
+        "90'",
+        "90+2'",
+    ]
 
 
 def test_penalties_read_pen() -> None:

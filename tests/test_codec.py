@@ -68,7 +68,9 @@ def test_goal_carries_scorer_method_and_score_after() -> None:
         (b'{"schema_version": "one", "type": "clock"}', "not MAJOR.MINOR"),
     ],
 )
-def test_undecodable_bytes_raise_decode_error_with_topic_and_reason(payload: bytes, reason: str) -> None:
+def test_undecodable_bytes_raise_decode_error_with_topic_and_reason(
+    payload: bytes, reason: str
+) -> None:
     with pytest.raises(DecodeError) as info:
         decode_event(payload, topic="matchcast/matches/m1/events")
     assert info.value.topic == "matchcast/matches/m1/events"

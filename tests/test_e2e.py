@@ -21,7 +21,9 @@ SEMI = resolve_matches("semifinal")[0]
 EXPECTED = [s.event for s in expand(SEMI)]
 
 
-async def _collect_events(url: BrokerURL, topics: Topics, ready: asyncio.Event, out: list[tuple[float, Event]]) -> None:
+async def _collect_events(
+    url: BrokerURL, topics: Topics, ready: asyncio.Event, out: list[tuple[float, Event]]
+) -> None:
     """An independent subscriber (plain aiomqtt, not our runner) until full time."""
     async with aiomqtt.Client(url.host, url.port, protocol=aiomqtt.ProtocolVersion.V311) as client:
         await client.subscribe(topics.events("+"), qos=1)
@@ -57,7 +59,9 @@ async def _replay_and_collect(url: BrokerURL, options: ReplayOptions) -> list[tu
     return got
 
 
-async def test_every_event_arrives_once_in_order_with_clock_and_score(broker_url: BrokerURL, topics: Topics) -> None:
+async def test_every_event_arrives_once_in_order_with_clock_and_score(
+    broker_url: BrokerURL, topics: Topics
+) -> None:
     got = await _replay_and_collect(broker_url, ReplayOptions(speed=None, topics=topics))
     events = [e for _, e in got]
     assert [e.seq for e in events] == list(range(1, len(EXPECTED) + 1))
@@ -74,9 +78,13 @@ async def test_every_event_arrives_once_in_order_with_clock_and_score(broker_url
     assert final.last_seq == len(EXPECTED)
 
 
-async def test_the_replayer_status_is_retained_and_offline_after(broker_url: BrokerURL, topics: Topics) -> None:
+async def test_the_replayer_status_is_retained_and_offline_after(
+    broker_url: BrokerURL, topics: Topics
+) -> None:
     await run_replay([SEMI], broker_url, ReplayOptions(speed=None, topics=topics), replayer_id="r1")
-    async with aiomqtt.Client(broker_url.host, broker_url.port, protocol=aiomqtt.ProtocolVersion.V311) as c:
+    async with aiomqtt.Client(
+        broker_url.host, broker_url.port, protocol=aiomqtt.ProtocolVersion.V311
+    ) as c:
         await c.subscribe(topics.status("r1"), qos=1)
         async with asyncio.timeout(10):
             message = await anext(aiter(c.messages))
@@ -85,7 +93,9 @@ async def test_the_replayer_status_is_retained_and_offline_after(broker_url: Bro
     assert json.loads(message.payload)["matches"] == [SEMI.match_id]
 
 
-async def test_at_a_high_speed_factor_each_event_lands_on_its_schedule(broker_url: BrokerURL, topics: Topics) -> None:
+async def test_at_a_high_speed_factor_each_event_lands_on_its_schedule(
+    broker_url: BrokerURL, topics: Topics
+) -> None:
     # From 80' at 600x: about 2 s of replay, one event every 100 ms or so.
     options = ReplayOptions(speed=600, start=MatchClock.at(80), topics=topics)
     got = await _replay_and_collect(broker_url, options)
@@ -117,13 +127,17 @@ async def test_a_late_subscriber_starts_from_the_snapshot_without_double_countin
         while True:
             try:
                 async with asyncio.timeout(0.5):
-                    state = await _retained_state(broker_url, topics.state(SEMI.match_id), live_ok=True)
+                    state = await _retained_state(
+                        broker_url, topics.state(SEMI.match_id), live_ok=True
+                    )
                 if state.score.get("ENG") == 1:
                     break
             except TimeoutError:
                 pass
             await asyncio.sleep(0.05)
-        return await run_watch(broker_url, [board.subscriber], topics=topics, until_finished={SEMI.match_id})
+        return await run_watch(
+            broker_url, [board.subscriber], topics=topics, until_finished={SEMI.match_id}
+        )
 
     async with asyncio.timeout(60):
         joiner = asyncio.create_task(late_join())
@@ -137,11 +151,15 @@ async def test_a_late_subscriber_starts_from_the_snapshot_without_double_countin
     assert len(states[SEMI.match_id].goals) == 3  # no goal counted twice
 
 
-async def test_our_runner_and_scoreboard_agree_with_the_final_state(broker_url: BrokerURL, topics: Topics) -> None:
+async def test_our_runner_and_scoreboard_agree_with_the_final_state(
+    broker_url: BrokerURL, topics: Topics
+) -> None:
     board = Scoreboard()
     runner = Runner([board.subscriber], topics=topics)
     async with asyncio.timeout(60):
-        watch = asyncio.create_task(run_watch(broker_url, [], runner=runner, until_finished={SEMI.match_id}))
+        watch = asyncio.create_task(
+            run_watch(broker_url, [], runner=runner, until_finished={SEMI.match_id})
+        )
         await asyncio.wait_for(runner.subscribed.wait(), 10)
         await run_replay([SEMI], broker_url, ReplayOptions(speed=None, topics=topics))
         states = await watch
@@ -162,7 +180,9 @@ async def test_the_embedded_broker_is_reached_over_3_1_1(amqtt_url: BrokerURL) -
 async def test_mosquitto_gets_mqtt5_properties(mosquitto_url: BrokerURL, topics: Topics) -> None:
     async with MqttClient(mosquitto_url) as probe:
         assert probe.protocol_version == "5"
-    async with aiomqtt.Client(mosquitto_url.host, mosquitto_url.port, protocol=aiomqtt.ProtocolVersion.V5) as c:
+    async with aiomqtt.Client(
+        mosquitto_url.host, mosquitto_url.port, protocol=aiomqtt.ProtocolVersion.V5
+    ) as c:
         await c.subscribe(topics.events("+"), qos=1)
         await run_replay([SEMI], mosquitto_url, ReplayOptions(speed=None, topics=topics))
         async with asyncio.timeout(10):
@@ -175,15 +195,31 @@ async def test_mosquitto_gets_mqtt5_properties(mosquitto_url: BrokerURL, topics:
 
 
 @pytest.mark.mosquitto
-@pytest.mark.skipif(shutil.which("mosquitto_sub") is None, reason="mosquitto_sub (mosquitto-clients) missing")
-async def test_mosquitto_sub_sees_the_event_stream_and_state(mosquitto_url: BrokerURL, topics: Topics) -> None:
+@pytest.mark.skipif(
+    shutil.which("mosquitto_sub") is None, reason="mosquitto_sub (mosquitto-clients) missing"
+)
+async def test_mosquitto_sub_sees_the_event_stream_and_state(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
     proc = await asyncio.create_subprocess_exec(
-        "mosquitto_sub", "-h", mosquitto_url.host, "-p", str(mosquitto_url.port), "-t", f"{topics.root}/#", "-v",
-        "-C", str(2 * len(EXPECTED) + 2), "-W", "30",
+        "mosquitto_sub",
+        "-h",
+        mosquitto_url.host,
+        "-p",
+        str(mosquitto_url.port),
+        "-t",
+        f"{topics.root}/#",
+        "-v",
+        "-C",
+        str(2 * len(EXPECTED) + 2),
+        "-W",
+        "30",
         stdout=subprocess.PIPE,
     )
     await asyncio.sleep(0.3)  # mosquitto_sub has no ready signal; give it time to subscribe
-    await run_replay([SEMI], mosquitto_url, ReplayOptions(speed=None, topics=topics), replayer_id="cli")
+    await run_replay(
+        [SEMI], mosquitto_url, ReplayOptions(speed=None, topics=topics), replayer_id="cli"
+    )
     out, _ = await proc.communicate()
     lines = out.decode().splitlines()
     by_topic: dict[str, list[str]] = {}

@@ -56,16 +56,32 @@ def _semi_data() -> dict:  # type: ignore[type-arg]
 @pytest.mark.parametrize(
     ("mutate", "expected"),
     [
-        (lambda d: d["timeline"][0].update(minute="fifty"), "timeline.0.goal.minute: Input should be a valid integer"),
+        (
+            lambda d: d["timeline"][0].update(minute="fifty"),
+            "timeline.0.goal.minute: Input should be a valid integer",
+        ),
         (lambda d: d["home"].update(code="argentina"), "home.code: String should match pattern"),
-        (lambda d: d["timeline"][0].update(team="FRA"), "timeline.0.team: FRA is neither ARG nor ENG"),
-        (lambda d: d["result"].update(score={"ARG": 3, "ENG": 1}), "says ARG 3-1 ENG but the goals in the timeline add up to ARG 2-1 ENG"),
+        (
+            lambda d: d["timeline"][0].update(team="FRA"),
+            "timeline.0.team: FRA is neither ARG nor ENG",
+        ),
+        (
+            lambda d: d["result"].update(score={"ARG": 3, "ENG": 1}),
+            "says ARG 3-1 ENG but the goals in the timeline add up to ARG 2-1 ENG",
+        ),
         (lambda d: d["timeline"][3].update(added=9), "past the 5 added minute(s) of 2H"),
         (lambda d: d.pop("home"), "home: Field required"),
-        (lambda d: d["timeline"].append({"type": "red_card", "minute": 3, "source": "assumption"}), "timeline.4: Input tag 'red_card'"),
+        (
+            lambda d: d["timeline"].append(
+                {"type": "red_card", "minute": 3, "source": "assumption"}
+            ),
+            "timeline.4: Input tag 'red_card'",
+        ),
     ],
 )
-def test_a_bad_file_names_the_file_the_field_and_what_was_expected(tmp_path: Path, mutate, expected: str) -> None:  # type: ignore[no-untyped-def]
+def test_a_bad_file_names_the_file_the_field_and_what_was_expected(
+    tmp_path: Path, mutate, expected: str
+) -> None:  # type: ignore[no-untyped-def]
     data = _semi_data()
     mutate(data)
     path = _write(tmp_path, data)

@@ -54,8 +54,14 @@ def test_a_disallowed_goal_is_undone() -> None:
     state = apply(
         state,
         GoalDisallowed(
-            match_id="m1", seq=3, clock=MatchClock.at(31), emitted_at=T0, goal_id="var", team="ARG",
-            reason="offside", score={"ARG": 0, "ENG": 0},
+            match_id="m1",
+            seq=3,
+            clock=MatchClock.at(31),
+            emitted_at=T0,
+            goal_id="var",
+            team="ARG",
+            reason="offside",
+            score={"ARG": 0, "ENG": 0},
         ),
     )
     assert state.score == {"ARG": 0, "ENG": 0}

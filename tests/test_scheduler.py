@@ -3,7 +3,7 @@
 import pytest
 
 from events import MatchClock, Topics, decode_event, decode_state
-from simulator import ReplayOptions, Replayer, expand, resolve_matches, wall_offsets
+from simulator import Replayer, ReplayOptions, expand, resolve_matches, wall_offsets
 from tests._fakes import FakeClock, RecordingPublisher
 
 SEMI = resolve_matches("semifinal")[0]

@@ -1,0 +1,200 @@
+"""Replay throughput against a raw aiomqtt loop, and schedule lateness, side by side.
+
+    python benchmarks/replay_bench.py                 # spawns its own mosquitto
+    python benchmarks/replay_bench.py --broker mqtt://127.0.0.1:1883 --reps 20
+
+(a) events/s of `matchcast replay --speed max` over REPS back-to-back replays of the
+    semi-final, against a raw aiomqtt publish loop of the very same payloads (each event and
+    its retained state, pre-encoded) with the same number of publishes in flight; delivered
+    messages are counted by a subscriber, and the ratio is printed per QoS. Runs alternate
+    (raw, replay, raw, replay, ...) so machine noise hits both alike.
+(b) schedule lateness (publish call minus deadline, time.monotonic) at a high speed factor.
+
+Targets (issue 2): ratio >= 0.8 at QoS 0 and QoS 1; lateness p99 <= 5 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+import aiomqtt
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from events import Topics, encode_event, encode_state, replay_state
+from matchcast.logs import configure_logging
+from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.testing import Mosquitto, mosquitto_binary
+from simulator import Match, Replayer, ReplayOptions, expand, resolve_matches
+
+console = Console()
+PROTOCOL: Literal["auto", "5", "3.1.1"] = "auto"
+
+
+@dataclass
+class Run:
+    kind: str
+    qos: int
+    messages: int
+    seconds: float
+
+    @property
+    def events_per_s(self) -> float:
+        return self.messages / 2 / self.seconds
+
+
+async def _count(
+    url: BrokerURL,
+    topic_filter: str,
+    expected: int,
+    ready: asyncio.Event,
+    done: asyncio.Future[float],
+) -> None:
+    n = 0
+    async with aiomqtt.Client(url.host, url.port, max_queued_incoming_messages=0) as sub:
+        await sub.subscribe(topic_filter, qos=1)
+        ready.set()
+        async with asyncio.timeout(300):
+            async for _ in sub.messages:
+                n += 1
+                if n == expected:
+                    done.set_result(time.perf_counter())
+                    return
+
+
+async def _measure(
+    url: BrokerURL, kind: str, qos: int, match: Match, reps: int, inflight: int
+) -> Run:
+    topics = Topics(f"bench-{uuid.uuid4().hex[:8]}")
+    expected = 2 * reps * len(expand(match))
+    ready: asyncio.Event = asyncio.Event()
+    done: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+    counter = asyncio.create_task(_count(url, f"{topics.root}/#", expected, ready, done))
+    await ready.wait()
+    async with MqttClient(url, max_inflight=max(inflight, 20), protocol=PROTOCOL) as client:
+        start = time.perf_counter()
+        if kind == "replay":
+            replayer = Replayer(
+                client, ReplayOptions(speed=None, qos=qos, topics=topics, max_inflight=inflight)
+            )
+            for _ in range(reps):
+                await replayer.run(match)
+        else:
+            # The same payloads, encoded beforehand: only the client's cost remains.
+            stream = [s.event for s in expand(match)]
+            msgs: list[tuple[str, bytes, bool]] = []
+            for i, event in enumerate(stream):
+                msgs.append((topics.events(match.match_id), encode_event(event), False))
+                msgs.append(
+                    (
+                        topics.state(match.match_id),
+                        encode_state(replay_state(match.match_id, stream[: i + 1])),
+                        True,
+                    )
+                )
+            window = asyncio.Semaphore(inflight)
+
+            async def one(topic: str, payload: bytes, retain: bool) -> None:
+                try:
+                    await client.publish(topic, payload, qos=qos, retain=retain)
+                finally:
+                    window.release()
+
+            async with asyncio.TaskGroup() as tg:
+                for _ in range(reps):
+                    for topic, payload, retain in msgs:
+                        await window.acquire()
+                        tg.create_task(one(topic, payload, retain))
+        end = await done
+    await counter
+    return Run(kind, qos, expected, end - start)
+
+
+async def _lateness(url: BrokerURL, match: Match, speed: float, reps: int) -> list[float]:
+    topics = Topics(f"bench-{uuid.uuid4().hex[:8]}")
+    late: list[float] = []
+    async with MqttClient(url) as client:
+        replayer = Replayer(client, ReplayOptions(speed=speed, topics=topics, break_seconds=0.5))
+        for _ in range(reps):
+            late += (await replayer.run(match)).lateness_s
+    return late
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))]
+
+
+async def main(args: argparse.Namespace) -> int:
+    broker: Mosquitto | None = None
+    if args.broker:
+        url = BrokerURL.parse(args.broker)
+    else:
+        binary = mosquitto_binary()
+        if binary is None:
+            console.print("mosquitto is not installed: pass --broker URL")
+            return 2
+        broker = Mosquitto(binary).start()
+        url = BrokerURL.parse(broker.url)
+    match = resolve_matches("semifinal")[0]
+    runs: list[Run] = []
+    try:
+        with Progress(console=console, transient=True) as progress:
+            total = len(args.qos) * args.rounds * 2
+            task = progress.add_task(f"throughput on {url}", total=total)
+            for qos in args.qos:
+                for _ in range(args.rounds):
+                    for kind in ("raw", "replay"):
+                        runs.append(await _measure(url, kind, qos, match, args.reps, args.inflight))
+                        progress.advance(task)
+            progress.add_task("lateness", total=None)
+            late = await _lateness(url, match, args.speed, args.lateness_reps)
+    finally:
+        if broker:
+            broker.stop()
+
+    table = Table(
+        title=f"(a) replay vs raw aiomqtt, {args.reps} x {len(expand(match))} events, {args.inflight} in flight"
+    )
+    for col in ("QoS", "raw events/s (median)", "replay events/s (median)", "ratio", "target"):
+        table.add_column(col, justify="right")
+    for qos in args.qos:
+        raw = statistics.median(r.events_per_s for r in runs if r.kind == "raw" and r.qos == qos)
+        rep = statistics.median(r.events_per_s for r in runs if r.kind == "replay" and r.qos == qos)
+        table.add_row(str(qos), f"{raw:,.0f}", f"{rep:,.0f}", f"{rep / raw:.2f}", ">= 0.80")
+    console.print(table)
+    ms = [x * 1000 for x in late]
+    console.print(
+        f"(b) lateness at --speed {args.speed:g}, {len(ms)} events: "
+        f"p50 {_pct(ms, 50):.2f} ms, p99 {_pct(ms, 99):.2f} ms, max {max(ms):.2f} ms (target p99 <= 5 ms)"
+    )
+    console.print(
+        "(events/s counts events; each event is two messages: the event and its retained state)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--broker", help="broker URL; default: spawn mosquitto on a free port")
+    ap.add_argument("--reps", type=int, default=20, help="replays of the match per run")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating raw/replay rounds per QoS")
+    ap.add_argument("--qos", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--inflight", type=int, default=64)
+    ap.add_argument("--speed", type=float, default=1200.0, help="speed factor for (b)")
+    ap.add_argument("--lateness-reps", type=int, default=4, help="replays measured for (b)")
+    ap.add_argument("--protocol", choices=["auto", "5", "3.1.1"], default="auto")
+    configure_logging("console", "WARNING")
+    parsed = ap.parse_args()
+    PROTOCOL = parsed.protocol
+    sys.exit(asyncio.run(main(parsed)))

@@ -1,0 +1,161 @@
+"""The command line: the demo, replay and watch, and one clear line for every mistake."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from matchcast.broker import free_port
+from matchcast.testing import Mosquitto
+
+
+def matchcast(
+    *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "matchcast", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "MATCHCAST_BROKER": "", **(env or {})},
+        check=False,
+    )
+
+
+def _one_clear_line(result: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
+    assert result.returncode == code, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: ")
+    for needle in needles:
+        assert needle in result.stderr, result.stderr
+
+
+def test_demo_plays_the_semifinal_and_prints_the_final_score() -> None:
+    result = matchcast("demo", "--speed", "max")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "55'    GOAL  Anthony Gordon (ENG)  0-1" in out
+    assert "86'    GOAL  Enzo Fernández (ARG)  1-1" in out
+    assert "90+2'  GOAL  Lautaro Martínez (ARG)  2-1" in out
+    assert out.strip().splitlines()[-1].startswith("Full time: ARG 2-1 ENG")
+
+
+def test_replay_without_a_broker_uses_the_embedded_one() -> None:
+    result = matchcast(
+        "replay", "--speed", "max", "--port", str(free_port()), "--log-format", "json"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "wc2026-sf-arg-eng: ARG 2-1 ENG (106 events, seq 1-106)" in result.stdout
+    logs = [json.loads(line) for line in result.stderr.splitlines()]
+    assert {"replay.started", "replay.finished", "broker.started"} <= {
+        entry["event"] for entry in logs
+    }
+    goal_lines = [
+        entry for entry in logs if entry["event"] == "event.published" and entry["type"] == "goal"
+    ]
+    assert next((g["seq"], g["match_id"]) for g in goal_lines) == (62, "wc2026-sf-arg-eng")
+
+
+def test_a_bad_match_file_is_one_line_naming_file_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("match_id: Not A Slug\n")
+    result = matchcast("replay", str(bad), "--broker", "mqtt://127.0.0.1:1")
+    _one_clear_line(
+        result, 2, str(bad), "match_id: String should match pattern", "home: Field required"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["replay", "--speed", "fast"], "--speed must be a number"),
+        (["replay", "--speed", "-3"], "--speed must be above 0"),
+        (["replay", "--from", "ninety"], "--from must be a minute"),
+        (["replay", "--broker", "http://x"], "scheme must be mqtt://"),
+        (["replay", "--broker", "mqtt://host:notaport"], "port must be a number"),
+        (["replay", "--root", "a/#"], "--root"),
+        (["replay", "no-such-match"], "not a bundled match"),
+        (["watch", "--exit-at-full-time"], "needs --match"),
+    ],
+)
+def test_bad_arguments_get_one_line_and_exit_2(args: list[str], needle: str) -> None:
+    _one_clear_line(matchcast(*args), 2, needle)
+
+
+def test_an_unreachable_broker_is_one_line_and_exit_1() -> None:
+    port = free_port()
+    result = matchcast(
+        "replay", "--broker", f"mqtt://user:secret@127.0.0.1:{port}", "--speed", "max"
+    )
+    _one_clear_line(result, 1, f"127.0.0.1:{port}", "cannot connect")
+    assert "secret" not in result.stderr + result.stdout
+
+
+def test_the_broker_comes_from_the_environment_too() -> None:
+    port = free_port()
+    result = matchcast(
+        "replay", "--speed", "max", env={"MATCHCAST_BROKER": f"mqtt://127.0.0.1:{port}"}
+    )
+    _one_clear_line(result, 1, f"127.0.0.1:{port}")
+
+
+def test_schema_prints_the_event_union() -> None:
+    result = matchcast("schema")
+    assert result.returncode == 0
+    schema = json.loads(result.stdout)
+    assert schema["discriminator"]["propertyName"] == "type"
+    assert set(schema["discriminator"]["mapping"]) >= {
+        "kick_off",
+        "clock",
+        "goal",
+        "period_end",
+        "full_time",
+    }
+    state = json.loads(matchcast("schema", "--state").stdout)
+    assert state["title"] == "MatchState"
+
+
+@pytest.mark.mosquitto
+def test_watch_and_replay_against_mosquitto(mosquitto: Mosquitto) -> None:
+    root = f"cli{time.monotonic_ns()}"
+    watch = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "matchcast",
+            "watch",
+            "--broker",
+            mosquitto.url,
+            "--root",
+            root,
+            "--match",
+            "wc2026-sf-arg-eng",
+            "--exit-at-full-time",
+            "--log-format",
+            "json",
+            "-v",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # wait until the watcher has subscribed (it logs consumer.started)
+        assert watch.stderr is not None
+        for line in watch.stderr:
+            if "consumer.started" in line:
+                break
+        replay = matchcast("replay", "--broker", mosquitto.url, "--root", root, "--speed", "max")
+        assert replay.returncode == 0, replay.stderr
+        out, _ = watch.communicate(timeout=30)
+    finally:
+        watch.kill()
+    assert watch.returncode == 0
+    assert "90+2'  GOAL  Lautaro Martínez (ARG)  2-1" in out
+    assert "FULL TIME  ARG 2-1 ENG" in out
