@@ -106,7 +106,8 @@ def _board(state: MatchState) -> Panel:
         Text(state.display_clock, style="bold"),
         Text(scorers_away, style="dim"),
     )
+    body: list[RenderableType] = [table]
     if state.possession:
-        poss = "  ".join(f"{t} {v:.0f}%" for t, v in state.possession.items())
-        table.add_row("", Text(f"possession {poss}", style="dim"), "")
-    return Panel(table, title=state.match_id, subtitle=f"seq {state.last_seq}")
+        poss = " · ".join(f"{t} {v:.0f}%" for t, v in state.possession.items())
+        body.append(Text(f"possession {poss}", style="dim", justify="center"))
+    return Panel(Group(*body), title=state.match_id, subtitle=f"seq {state.last_seq}")
