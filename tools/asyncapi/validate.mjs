@@ -3,14 +3,19 @@
 //
 // Usage: node tools/asyncapi/validate.mjs FILE   (FILE may be "-" for standard input)
 //
-// Prints every diagnostic as "severity path: message" and exits
+// Prints every diagnostic as "severity code path: message" and exits
 //   0  the document parsed and no diagnostic is an error or a warning,
-//   1  it is invalid (an error) or has warnings (the AsyncAPI rulesets' advice),
+//   1  it is invalid (an error), has warnings (the AsyncAPI rulesets' advice), or a message
+//      example does not match its message's payload or headers schema,
 //   2  bad usage or unreadable input.
-// Warnings fail too: the generated document is meant to be clean, not merely parseable.
+// Warnings fail too: the generated document is meant to be clean, not merely parseable. The
+// parser does not check examples against their schemas, so this script does, with ajv (the
+// JSON Schema validator the parser itself uses).
 
 import { readFileSync } from "node:fs";
 import { Parser, DiagnosticSeverity } from "@asyncapi/parser";
+import Ajv from "ajv";
+import addFormats from "ajv-formats";
 
 const SEVERITY = {
   [DiagnosticSeverity.Error]: "error",
@@ -18,6 +23,34 @@ const SEVERITY = {
   [DiagnosticSeverity.Information]: "info",
   [DiagnosticSeverity.Hint]: "hint",
 };
+
+// Problems of each message example against the message's (dereferenced) schemas.
+function checkExamples(document) {
+  const ajv = new Ajv({ strict: false, allErrors: true });
+  addFormats(ajv);
+  const problems = [];
+  let checked = 0;
+  for (const message of document.allMessages()) {
+    for (const [i, example] of message.examples().all().entries()) {
+      const parts = [
+        ["payload", message.payload(), example.payload()],
+        ["headers", message.headers(), example.headers()],
+      ];
+      for (const [part, schema, value] of parts) {
+        if (schema === undefined || value === undefined) continue;
+        checked += 1;
+        const check = ajv.compile(schema.json());
+        if (!check(value)) {
+          for (const e of check.errors) {
+            const where = `messages.${message.id()}.examples.${i}.${part}${e.instancePath}`;
+            problems.push(`${where}: ${e.message}`);
+          }
+        }
+      }
+    }
+  }
+  return { checked, problems };
+}
 
 async function main(argv) {
   if (argv.length !== 1) {
@@ -45,12 +78,23 @@ async function main(argv) {
     const path = d.path && d.path.length ? d.path.join(".") : "(root)";
     process.stdout.write(`${severity} ${d.code} ${path}: ${d.message}\n`);
   }
+  let checked = 0;
+  if (document !== undefined) {
+    const examples = checkExamples(document);
+    checked = examples.checked;
+    for (const problem of examples.problems) {
+      failed = true;
+      process.stdout.write(`error example-mismatch ${problem}\n`);
+    }
+  }
   if (failed) {
     process.stdout.write(`INVALID: ${source}\n`);
     return 1;
   }
   const version = document.version();
-  process.stdout.write(`valid AsyncAPI ${version}: ${source}\n`);
+  process.stdout.write(
+    `valid AsyncAPI ${version} (${checked} example parts match their schemas): ${source}\n`,
+  );
   return 0;
 }
 
