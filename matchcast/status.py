@@ -1,0 +1,32 @@
+"""The retained status message of a replayer, as a model.
+
+:func:`matchcast.app.status_payload` writes it (with ``json.dumps``); this model states its
+shape so the AsyncAPI document and docs/wire-format.md can give its schema, and a test checks
+the two agree. It is not part of the versioned event schema: it carries no ``schema_version``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+__all__ = ["ReplayerStatus"]
+
+
+class ReplayerStatus(BaseModel):
+    """Whether a replayer is running, retained on its status topic.
+
+    ``online`` when it connects; ``offline`` when it stops, or from its last will when the
+    connection dies without a goodbye.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: Literal["online", "offline"]
+    replayer_id: str = Field(min_length=1, description="Names the status topic")
+    matches: list[str] = Field(description="Match ids the replayer is replaying")
+    at: AwareDatetime = Field(
+        description="When the replayer wrote the message (UTC); for a last will, when it "
+        "connected, since the broker publishes the will unchanged"
+    )

@@ -1,0 +1,130 @@
+"""Example payloads, one per message kind, for the docs, the AsyncAPI document and fixtures.
+
+Real events where the bundled semi-final has one: the first event of each type in the stream
+``simulator.expand`` makes of it, with the timestamps a live replay would add (``scheduled_at``
+the nominal time, ``emitted_at`` a few milliseconds later), so every run gives the same bytes.
+The semi-final has no card, substitution, disallowed goal or shoot-out: those four come from a
+made-up match (:data:`CONSTRUCTED_MATCH_ID`), built through the models so they are validated.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import typing
+
+from events import (
+    Card,
+    Event,
+    EventAdapter,
+    GoalDisallowed,
+    MatchClock,
+    MatchState,
+    Period,
+    ShootoutKick,
+    Substitution,
+    replay_state,
+)
+from matchcast.status import ReplayerStatus
+from simulator import expand, resolve_matches
+
+__all__ = [
+    "CONSTRUCTED_MATCH_ID",
+    "EVENT_TYPES",
+    "PUBLISH_DELAY",
+    "example_events",
+    "example_state",
+    "example_status",
+]
+
+#: Every event type, in the order of the :data:`events.Event` union.
+EVENT_TYPES: tuple[str, ...] = tuple(
+    typing.get_args(m.model_fields["type"].annotation)[0]
+    for m in typing.get_args(typing.get_args(Event)[0])
+)
+#: How late after its nominal time an example event is stamped as emitted.
+PUBLISH_DELAY = dt.timedelta(milliseconds=3)
+#: The made-up match of the event types the semi-final does not have.
+CONSTRUCTED_MATCH_ID = "example-cup-final"
+_CONSTRUCTED_KICKOFF = dt.datetime(2026, 7, 19, 19, 0, tzinfo=dt.UTC)
+
+
+def _stamped(event: Event, nominal: dt.datetime) -> Event:
+    """``event`` as a live replay sends it: due at ``nominal``, emitted just after."""
+    update = {"scheduled_at": nominal, "emitted_at": nominal + PUBLISH_DELAY}
+    return EventAdapter.validate_python(event.model_copy(update=update).model_dump())
+
+
+def _semifinal() -> list[Event]:
+    stream = expand(resolve_matches(None)[0])
+    return [_stamped(s.event, s.event.emitted_at) for s in stream]
+
+
+def _constructed() -> list[Event]:
+    def common(seq: int, clock: MatchClock, play_minutes: float) -> dict[str, object]:
+        # A 15-minute half-time break sits before the second half's minutes.
+        breaks = 15 if clock.period >= Period.SECOND_HALF else 0
+        due = _CONSTRUCTED_KICKOFF + dt.timedelta(minutes=play_minutes + breaks)
+        return {
+            "match_id": CONSTRUCTED_MATCH_ID,
+            "seq": seq,
+            "clock": clock,
+            "scheduled_at": due,
+            "emitted_at": due + PUBLISH_DELAY,
+        }
+
+    shootout_clock = MatchClock(period=Period.PENALTIES, minute=120)
+    return [
+        Card(
+            **common(81, MatchClock.at(67), 66.4),
+            team="BLU",
+            player="Jonas Berg",
+            card="yellow",
+        ),
+        Substitution(
+            **common(88, MatchClock.at(72), 71.25),
+            team="RED",
+            player_off="Luca Moretti",
+            player_on="Sami Haddad",
+        ),
+        GoalDisallowed(
+            **common(101, MatchClock.at(84), 83.9),
+            goal_id="carter-83",
+            team="RED",
+            reason="offside in the build-up, after a VAR review",
+            score={"RED": 1, "BLU": 1},
+        ),
+        ShootoutKick(
+            **common(163, shootout_clock, 134.0),
+            team="BLU",
+            taker="Jonas Berg",
+            scored=True,
+            shootout={"RED": 2, "BLU": 3},
+        ),
+    ]
+
+
+def example_events() -> list[Event]:
+    """One event of every type, in :data:`EVENT_TYPES` order."""
+    first: dict[str, Event] = {}
+    for event in _semifinal() + _constructed():
+        first.setdefault(event.type, event)
+    missing = set(EVENT_TYPES) - set(first)
+    if missing:  # pragma: no cover - a new event type needs an example here
+        raise RuntimeError(f"no example of event type(s) {sorted(missing)}: add one above")
+    return [first[t] for t in EVENT_TYPES]
+
+
+def example_state() -> MatchState:
+    """The retained state of the semi-final at full time."""
+    events = _semifinal()
+    return replay_state(events[0].match_id, events)
+
+
+def example_status(status: typing.Literal["online", "offline"] = "online") -> ReplayerStatus:
+    """The status of a replayer replaying the semi-final."""
+    return ReplayerStatus(
+        status=status,
+        replayer_id="replayer-3f9c2a1b",
+        matches=[resolve_matches(None)[0].match_id],
+        at=dt.datetime(2026, 7, 15, 18, 59, 58, 412000, tzinfo=dt.UTC),
+    )

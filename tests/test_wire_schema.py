@@ -1,0 +1,183 @@
+"""Schema stability: the wire schema changes only with SCHEMA_VERSION, old payloads decode."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import events._codec
+from events import SCHEMA_VERSION, UnsupportedVersionError, decode_event, decode_state
+from matchcast.wire_docs import REGENERATE
+from matchcast.wire_examples import EVENT_TYPES
+from matchcast.wire_schema import (
+    FIXTURE_DIR,
+    SNAPSHOT_DIR,
+    snapshot_path,
+    strip_annotations,
+    wire_schema,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+MAJOR, MINOR = (int(p) for p in SCHEMA_VERSION.split("."))
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")
+    return int(major), int(minor)
+
+
+def _fixture_dirs() -> list[Path]:
+    return sorted((REPO / FIXTURE_DIR).iterdir(), key=lambda p: _version(p.name))
+
+
+def _same_major_fixtures() -> list[Path]:
+    return [
+        f for d in _fixture_dirs() if _version(d.name)[0] == MAJOR for f in sorted(d.glob("*.json"))
+    ]
+
+
+def _decode(path: Path) -> Any:
+    payload = path.read_bytes()
+    return decode_state(payload) if path.stem == "state" else decode_event(payload)
+
+
+def _differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """JSON paths where ``old`` and ``new`` differ, for a failure message a person can act on."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = []
+        for key in sorted(set(old) | set(new)):
+            if key not in old:
+                out.append(f"{path}/{key} added")
+            elif key not in new:
+                out.append(f"{path}/{key} removed")
+            else:
+                out += _differences(old[key], new[key], f"{path}/{key}")
+        return out
+    return [] if old == new else [f"{path} changed: {old!r} -> {new!r}"]
+
+
+# ---------------------------------------------------------------- the snapshot
+
+
+def test_schema_matches_the_snapshot_of_the_current_version() -> None:
+    """The models' wire schema is the one committed for SCHEMA_VERSION: no silent changes."""
+    path = REPO / snapshot_path()
+    assert path.is_file(), (
+        f"no schema snapshot for SCHEMA_VERSION {SCHEMA_VERSION}: run `{REGENERATE}` to write "
+        f"{snapshot_path()} and the version's payload fixtures, and commit them"
+    )
+    committed = json.loads(path.read_text())
+    current = wire_schema()
+    if committed != current:
+        diff = _differences(committed, current)
+        shown = "\n  ".join(diff[:20]) + ("\n  ..." if len(diff) > 20 else "")
+        pytest.fail(
+            f"The wire schema changed, but SCHEMA_VERSION is still {SCHEMA_VERSION}:\n  {shown}\n"
+            f"Bump SCHEMA_VERSION in events/_models.py: to {MAJOR}.{MINOR + 1} if every "
+            f"{SCHEMA_VERSION} payload still decodes (a new optional field or event type, a "
+            f"looser constraint), to {MAJOR + 1}.0 if not (a field removed, renamed or made "
+            "required, a type or constraint narrowed). Then run "
+            f"`{REGENERATE}`; see docs/wire-format.md. If {SCHEMA_VERSION} was never released, "
+            f"delete {snapshot_path()} and run `{REGENERATE}` instead.",
+            pytrace=False,
+        )
+
+
+def test_snapshots_are_named_by_their_version() -> None:
+    """Each snapshot holds the version in its name, and none is from the future."""
+    snapshots = sorted((REPO / SNAPSHOT_DIR).glob("wire-schema-*.json"))
+    assert snapshots
+    for path in snapshots:
+        version = path.stem.removeprefix("wire-schema-")
+        assert json.loads(path.read_text())["schema_version"] == version
+        assert _version(version) <= (MAJOR, MINOR), f"{path.name} is newer than {SCHEMA_VERSION}"
+
+
+def test_strip_annotations_drops_prose_not_properties() -> None:
+    """Titles and descriptions go; a property *named* title stays, with its schema."""
+    schema = {
+        "title": "Book",
+        "description": "A book.",
+        "properties": {"title": {"type": "string", "title": "Title", "description": "Its title"}},
+        "anyOf": [{"type": "null", "title": "Nothing"}],
+        "required": ["title"],
+    }
+    assert strip_annotations(schema) == {
+        "properties": {"title": {"type": "string"}},
+        "anyOf": [{"type": "null"}],
+        "required": ["title"],
+    }
+
+
+def test_a_structural_change_is_a_schema_change() -> None:
+    """A new field shows in the snapshot's terms; a docstring edit does not."""
+    schema = wire_schema()
+    changed = json.loads(json.dumps(schema))
+    changed["event"]["$defs"]["Goal"]["properties"]["x_added"] = {"type": "string"}
+    assert _differences(schema, changed) == ["/event/$defs/Goal/properties/x_added added"]
+    reworded = strip_annotations({**schema["event"], "description": "reworded"})
+    assert reworded == schema["event"]
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+def test_current_version_has_a_fixture_of_every_payload_kind() -> None:
+    """tests/fixtures/wire/{SCHEMA_VERSION}/ has one payload per event type and the state."""
+    directory = REPO / FIXTURE_DIR / SCHEMA_VERSION
+    expected = {f"{t}.json" for t in EVENT_TYPES} | {"state.json"}
+    found = {p.name for p in directory.glob("*.json")} if directory.is_dir() else set()
+    assert found == expected, f"run `{REGENERATE}` to write the missing fixtures"
+
+
+@pytest.mark.parametrize("path", _same_major_fixtures(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_fixtures_of_the_current_major_decode(path: Path) -> None:
+    """Every payload any minor of this major wrote still decodes: minors are additive."""
+    decoded = _decode(path)
+    assert decoded.schema_version == path.parent.name
+    if path.stem != "state":
+        assert decoded.type == path.stem
+
+
+def test_fixtures_of_other_majors_are_refused() -> None:
+    """Payloads of another major get UnsupportedVersionError (none exist before 2.0)."""
+    for directory in _fixture_dirs():
+        if _version(directory.name)[0] == MAJOR:
+            continue
+        for path in directory.glob("*.json"):
+            with pytest.raises(UnsupportedVersionError):
+                _decode(path)
+
+
+# ---------------------------------------------------------------- the codec's version rule
+
+
+def _with_version(path: Path, version: str) -> bytes:
+    data = json.loads(path.read_text())
+    data["schema_version"] = version
+    return json.dumps(data).encode()
+
+
+@pytest.mark.parametrize("stem", ["goal", "state"])
+def test_a_newer_minor_or_another_major_is_refused(stem: str) -> None:
+    """A reader refuses what it may misread, and says which version it met."""
+    path = REPO / FIXTURE_DIR / SCHEMA_VERSION / f"{stem}.json"
+    decode = decode_state if stem == "state" else decode_event
+    newer = [f"{MAJOR}.{MINOR + 1}", f"{MAJOR + 1}.0", f"{MAJOR - 1}.{MINOR}"]
+    for version in newer:
+        with pytest.raises(UnsupportedVersionError) as caught:
+            decode(_with_version(path, version))
+        assert caught.value.version == version
+
+
+def test_a_reader_one_minor_ahead_reads_this_versions_payloads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Simulates the next minor's build: today's fixtures decode there (the slow path)."""
+    monkeypatch.setattr(events._codec, "SCHEMA_VERSION", f"{MAJOR}.{MINOR + 1}")
+    monkeypatch.setattr(events._codec, "_MINOR", MINOR + 1)
+    for path in sorted((REPO / FIXTURE_DIR / SCHEMA_VERSION).glob("*.json")):
+        assert _decode(path).schema_version == SCHEMA_VERSION
