@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import uuid
 from collections.abc import Sequence
+from typing import Literal
 
 import structlog
 
 from consumers import Runner, Subscriber
 from events import CONTENT_TYPE, FullTime, MatchState, MessageProps, Topics
 from matchcast.mqtt import BrokerURL, MqttClient, Protocol, WillSpec
+from matchcast.status import ReplayerStatus
 from simulator import Match, Replayer, ReplayOptions, ReplayReport
 
 __all__ = ["run_replay", "run_watch", "status_payload"]
@@ -24,15 +25,14 @@ __all__ = ["run_replay", "run_watch", "status_payload"]
 _log = structlog.get_logger("matchcast.app")
 
 
-def status_payload(replayer_id: str, status: str, matches: Sequence[str] = ()) -> bytes:
+def status_payload(
+    replayer_id: str, status: Literal["online", "offline"], matches: Sequence[str] = ()
+) -> bytes:
     """The retained status message of a replayer: ``{"status": "online", ...}``."""
-    body = {
-        "status": status,
-        "replayer_id": replayer_id,
-        "matches": list(matches),
-        "at": dt.datetime.now(dt.UTC).isoformat(),
-    }
-    return json.dumps(body).encode()
+    body = ReplayerStatus(
+        status=status, replayer_id=replayer_id, matches=list(matches), at=dt.datetime.now(dt.UTC)
+    )
+    return body.model_dump_json().encode()
 
 
 async def run_replay(

@@ -1,8 +1,8 @@
 """The retained status message of a replayer, as a model.
 
-:func:`matchcast.app.status_payload` writes it (with ``json.dumps``); this model states its
-shape so the AsyncAPI document and docs/wire-format.md can give its schema, and a test checks
-the two agree. It is not part of the versioned event schema: it carries no ``schema_version``.
+:func:`matchcast.app.status_payload` writes it from this model, which also gives the AsyncAPI
+document and docs/wire-format.md its schema. It is not part of the versioned event schema: it
+carries no ``schema_version``.
 """
 
 from __future__ import annotations
