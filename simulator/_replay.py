@@ -165,9 +165,7 @@ class Replayer:
         state = state_before(match, stream, begin)
         offsets = wall_offsets(stream, opts, match.break_minutes)
         base = offsets[begin] if begin < len(stream) else 0.0
-        topics = opts.topics
-        events_topic, state_topic = topics.events(match.match_id), topics.state(match.match_id)
-        window = asyncio.Semaphore(opts.max_inflight if opts.speed is None else 1)
+        state_topic = opts.topics.state(match.match_id)
 
         log.info(
             "replay.started",
@@ -188,6 +186,39 @@ class Replayer:
 
         t0 = self._clock.now()
         wall0 = self._wall_now()
+        report.final_state = state
+        try:
+            await self._publish_all(stream, offsets, begin, base, t0, wall0, state, report, log)
+        except asyncio.CancelledError:
+            log.warning("replay.interrupted", last_seq=report.last_seq, published=report.published)
+            raise
+        report.duration_s = self._clock.now() - t0
+        state = report.final_state
+        log.info(
+            "replay.finished",
+            published=report.published,
+            duration_s=round(report.duration_s, 3),
+            score=state.scoreline,
+        )
+        return report
+
+    async def _publish_all(
+        self,
+        stream: list[Scheduled],
+        offsets: list[float],
+        begin: int,
+        base: float,
+        t0: float,
+        wall0: dt.datetime,
+        state: MatchState,
+        report: ReplayReport,
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> None:
+        opts = self.options
+        topics = opts.topics
+        match_id = report.match_id
+        events_topic, state_topic = topics.events(match_id), topics.state(match_id)
+        window = asyncio.Semaphore(opts.max_inflight if opts.speed is None else 1)
         async with asyncio.TaskGroup() as tg:
             for item, offset in zip(stream[begin:], offsets[begin:], strict=True):
                 deadline = t0 + offset - base
@@ -226,15 +257,7 @@ class Replayer:
                         clock=event.clock.label,
                         score=state.scoreline,
                     )
-        report.duration_s = self._clock.now() - t0
-        report.final_state = state
-        log.info(
-            "replay.finished",
-            published=report.published,
-            duration_s=round(report.duration_s, 3),
-            score=state.scoreline,
-        )
-        return report
+                report.final_state = state
 
     def _event_props(self, event: Event) -> MessageProps:
         return MessageProps(

@@ -159,3 +159,60 @@ def test_watch_and_replay_against_mosquitto(mosquitto: Mosquitto) -> None:
     assert watch.returncode == 0
     assert "90+2'  GOAL  Lautaro Martínez (ARG)  2-1" in out
     assert "FULL TIME  ARG 2-1 ENG" in out
+
+
+@pytest.mark.mosquitto
+def test_ctrl_c_stops_a_replay_cleanly_and_the_status_says_offline(mosquitto: Mosquitto) -> None:
+    import signal
+
+    root = f"int{time.monotonic_ns()}"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "matchcast",
+            "replay",
+            "--broker",
+            mosquitto.url,
+            "--root",
+            root,
+            "--speed",
+            "1",
+            "--replayer-id",
+            "ctrlc",
+            "--log-format",
+            "json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "event.published" in line:  # the kickoff is out
+            break
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130
+    assert "Traceback" not in err
+    assert '"replay.interrupted"' in err
+    status = subprocess.run(
+        [
+            "mosquitto_sub",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(mosquitto.port),
+            "-t",
+            f"{root}/replayers/ctrlc/status",
+            "-C",
+            "1",
+            "-W",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+    )
+    assert json.loads(status.stdout)["status"] == "offline"
