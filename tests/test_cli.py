@@ -216,3 +216,61 @@ def test_ctrl_c_stops_a_replay_cleanly_and_the_status_says_offline(mosquitto: Mo
         check=False,
     )
     assert json.loads(status.stdout)["status"] == "offline"
+
+
+@pytest.mark.mosquitto
+def test_a_killed_replayer_is_reported_offline_by_its_last_will(mosquitto: Mosquitto) -> None:
+    root = f"will{time.monotonic_ns()}"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "matchcast",
+            "replay",
+            "--broker",
+            mosquitto.url,
+            "--root",
+            root,
+            "--speed",
+            "1",
+            "--replayer-id",
+            "doomed",
+            "--log-format",
+            "json",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "event.published" in line:
+            break
+
+    def status() -> str:
+        out = subprocess.run(
+            [
+                "mosquitto_sub",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(mosquitto.port),
+                "-t",
+                f"{root}/replayers/doomed/status",
+                "-C",
+                "1",
+                "-W",
+                "5",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        ).stdout
+        return str(json.loads(out)["status"])
+
+    assert status() == "online"
+    proc.kill()  # no DISCONNECT: the broker publishes the will
+    proc.wait(10)
+    proc.stderr.close()
+    assert status() == "offline"
