@@ -52,7 +52,7 @@ from events._state import (
     replay_state,
 )
 from events._topics import DEFAULT_ROOT, TopicKind, Topics
-from events._wire import Message, MessageProps, MessageSource, Publisher
+from events._wire import Message, MessageProps, MessageSource, Publisher, Reconnectable
 
 __all__ = [
     "CONTENT_TYPE",
@@ -87,6 +87,7 @@ __all__ = [
     "PeriodEnd",
     "Possession",
     "Publisher",
+    "Reconnectable",
     "Score",
     "SequenceCheck",
     "ShootoutKick",

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-__all__ = ["Message", "MessageProps", "MessageSource", "Publisher"]
+__all__ = ["Message", "MessageProps", "MessageSource", "Publisher", "Reconnectable"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,4 +57,17 @@ class MessageSource(Protocol):
 
     def messages(self) -> AsyncIterator[Message]:
         """Messages in arrival order; ends when the connection is closed."""
+        ...
+
+
+@runtime_checkable
+class Reconnectable(Protocol):
+    """A connection that can tell it was lost and replace itself."""
+
+    async def wait_lost(self) -> None:
+        """Raise :class:`events.BrokerError` when the connection is lost; never return."""
+        ...
+
+    async def reconnect(self) -> None:
+        """Connect again, with backoff; raise :class:`events.BrokerError` on giving up."""
         ...

@@ -42,30 +42,22 @@ async def run_replay(
     *,
     replayer_id: str | None = None,
     protocol: Protocol = "auto",
+    max_outage: float = 300.0,
 ) -> list[ReplayReport]:
     """Replay ``matches`` concurrently onto the broker at ``url``.
 
     The replayer's status topic says ``online`` while it runs and ``offline`` after, or when
-    the connection dies (the last will).
+    the connection dies (the last will). A lost connection is replaced with backoff and the
+    replay resumes at the first event the broker had not acknowledged; after ``max_outage``
+    seconds without a broker it gives up with :class:`events.BrokerError`.
     """
     replayer_id = replayer_id or f"replayer-{uuid.uuid4().hex[:8]}"
     topics = options.topics
     ids = [m.match_id for m in matches]
     will = WillSpec(topics.status(replayer_id), status_payload(replayer_id, "offline", ids))
-    async with MqttClient(
-        url,
-        client_id=f"matchcast-{replayer_id}",
-        protocol=protocol,
-        will=will,
-        max_inflight=max(options.max_inflight, 20),
-    ) as client:
-        _log.info(
-            "replayer.connected",
-            broker=str(url),
-            protocol=client.protocol_version,
-            replayer_id=replayer_id,
-        )
-        props = MessageProps(content_type=CONTENT_TYPE)
+    props = MessageProps(content_type=CONTENT_TYPE)
+
+    async def announce(client: MqttClient) -> None:
         await client.publish(
             topics.status(replayer_id),
             status_payload(replayer_id, "online", ids),
@@ -73,6 +65,23 @@ async def run_replay(
             retain=True,
             props=props,
         )
+
+    async with MqttClient(
+        url,
+        client_id=f"matchcast-{replayer_id}",
+        protocol=protocol,
+        will=will,
+        max_inflight=max(options.max_inflight, 20),
+        on_reconnect=announce,
+        max_outage=max_outage,
+    ) as client:
+        _log.info(
+            "replayer.connected",
+            broker=str(url),
+            protocol=client.protocol_version,
+            replayer_id=replayer_id,
+        )
+        await announce(client)
         replayer = Replayer(client, options)
         try:
             async with asyncio.TaskGroup() as tg:

@@ -8,11 +8,14 @@ expiry, user properties) are sent where the broker speaks them and dropped where
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import random
 import ssl
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self
@@ -179,8 +182,20 @@ class MqttClient:
         connect_timeout: float = 10.0,
         max_inflight: int = 100,
         tls_context: ssl.SSLContext | None = None,
+        backoff_initial: float = 0.1,
+        backoff_max: float = 5.0,
+        max_outage: float = 300.0,
+        on_reconnect: Callable[[MqttClient], Awaitable[None]] | None = None,
     ) -> None:
         self.url = url
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.max_outage = max_outage
+        self.on_reconnect = on_reconnect
+        #: Connections replaced by :meth:`reconnect` so far.
+        self.reconnects = 0
+        self._reconnect_lock = asyncio.Lock()
+        self._generation = 0
         self.client_id = client_id or f"matchcast-{uuid.uuid4().hex[:12]}"
         self._protocol = protocol
         self._will = will
@@ -251,6 +266,10 @@ class MqttClient:
         return _V5_SUPPORT[key]
 
     async def __aenter__(self) -> Self:
+        await self._connect()
+        return self
+
+    async def _connect(self) -> None:
         versions: list[Literal["5", "3.1.1"]] = (
             ["5", "3.1.1"] if self._protocol == "auto" else [self._protocol]
         )
@@ -278,8 +297,84 @@ class MqttClient:
             _log.debug(
                 "broker.connected", broker=str(self.url), protocol=version, client_id=self.client_id
             )
-            return self
+            return
         raise BrokerError(str(self.url), f"connection refused: {last}")
+
+    async def wait_lost(self) -> None:
+        """Return when the current connection is lost (not when we close it ourselves).
+
+        aiomqtt leaves an unacknowledged publish waiting for its full timeout after the
+        connection is gone; a caller with publishes in flight races them against this to learn
+        of the loss at once.
+
+        Raises:
+            BrokerError: always, once the connection is lost.
+        """
+        client = self._c
+        lost = client._disconnected  # aiomqtt 2.x exposes no public signal for this
+        try:
+            await asyncio.shield(lost)
+        except aiomqtt.MqttError as err:
+            raise BrokerError(str(self.url), f"connection lost: {err}") from err
+        if self._client is client:
+            raise BrokerError(str(self.url), "connection closed by the broker")
+        await asyncio.Event().wait()  # closed by us: never "lost"
+
+    async def reconnect(self) -> None:
+        """Replace a lost connection, retrying with exponential backoff and full jitter.
+
+        Waits ``backoff_initial`` doubling up to ``backoff_max`` seconds between attempts (each
+        a random fraction of that, so many clients do not return at once), and calls
+        ``on_reconnect`` once connected.
+
+        Raises:
+            BrokerError: still unreachable after ``max_outage`` seconds.
+        """
+        generation = self._generation
+        async with self._reconnect_lock:
+            if self._generation != generation:
+                return  # another task replaced the connection while this one waited
+            await self._replace()
+            self._generation += 1
+
+    async def _replace(self) -> None:
+        old, self._client = self._client, None
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(old.__aexit__(None, None, None), timeout=1)
+        started = time.monotonic()
+        delay = self.backoff_initial
+        attempt = 0
+        while True:
+            attempt += 1
+            await asyncio.sleep(random.uniform(0, delay))
+            try:
+                await self._connect()
+            except BrokerError as err:
+                waited = time.monotonic() - started
+                _log.warning(
+                    "broker.reconnect_failed",
+                    broker=str(self.url),
+                    attempt=attempt,
+                    reason=err.reason,
+                    outage_s=round(waited, 2),
+                )
+                if waited > self.max_outage:
+                    raise BrokerError(
+                        str(self.url), f"unreachable for {waited:.0f}s, giving up: {err.reason}"
+                    ) from err
+                delay = min(delay * 2, self.backoff_max)
+                continue
+            self.reconnects += 1
+            _log.info(
+                "broker.reconnected",
+                broker=str(self.url),
+                attempt=attempt,
+                outage_s=round(time.monotonic() - started, 3),
+            )
+            if self.on_reconnect is not None:
+                await self.on_reconnect(self)
+            return
 
     async def __aexit__(
         self,

@@ -12,6 +12,7 @@ start; your own tests can too::
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from matchcast.broker import free_port
 
-__all__ = ["REQUIRE_ENV", "Mosquitto", "mosquitto_binary", "wait_port"]
+__all__ = ["REQUIRE_ENV", "FaultProxy", "Mosquitto", "mosquitto_binary", "wait_port"]
 
 #: Set to 1 (as CI does) to make tests that need mosquitto fail, not skip, where it is missing.
 REQUIRE_ENV = "MATCHCAST_REQUIRE_MOSQUITTO"
@@ -57,6 +58,7 @@ class Mosquitto:
     port: int = field(default_factory=free_port)
     host: str = "127.0.0.1"
     extra: list[str] = field(default_factory=list)
+    persistence: bool = False
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mc-mosq-")))
     proc: subprocess.Popen[bytes] | None = None
 
@@ -75,7 +77,15 @@ class Mosquitto:
         lines = [
             f"listener {self.port} {self.host}",
             "allow_anonymous true",
-            "persistence false",
+            *(
+                [
+                    "persistence true",
+                    f"persistence_location {self.workdir}/",
+                    "autosave_interval 1",  # a SIGKILL loses at most a second of state
+                ]
+                if self.persistence
+                else ["persistence false"]
+            ),
             # Without it pipelined QoS 1 crawls (Nagle plus delayed ACK).
             "set_tcp_nodelay true",
             # The default of 1000 silently drops for a subscriber that falls behind.
@@ -90,11 +100,14 @@ class Mosquitto:
         return "\n".join(lines) + "\n"
 
     def start(self) -> Mosquitto:
-        """Start it and wait until it listens.
+        """Start it (again, after :meth:`kill`, on the same port) and wait until it listens.
 
         Raises:
             RuntimeError: it did not start; the message has mosquitto's own words.
         """
+        # Started as root, mosquitto drops to the `mosquitto` user: let it write its log and
+        # persistence file here.
+        self.workdir.chmod(0o777)
         conf = self.workdir / "mosquitto.conf"
         conf.write_text(self.config())
         self.proc = subprocess.Popen(  # noqa: S603
@@ -131,3 +144,92 @@ class Mosquitto:
     def log(self) -> str:
         """What mosquitto logged so far."""
         return self.log_path.read_text() if self.log_path.exists() else ""
+
+
+class FaultProxy:
+    """A TCP proxy between clients and a broker that can misbehave on demand.
+
+    Point clients at ``proxy.port``; it forwards to ``upstream``. Faults:
+
+    - ``latency`` seconds added to every chunk in both directions;
+    - :meth:`drop` closes every connection at once (a broker or network crash);
+    - :meth:`stall` keeps connections open but forwards nothing (a half-open link) until
+      :meth:`resume`;
+    - ``blackhole = True`` accepts new connections and forwards nothing on them.
+
+    Runs in the caller's event loop::
+
+        async with FaultProxy("127.0.0.1", broker_port) as proxy:
+            ...  # connect to 127.0.0.1:proxy.port
+    """
+
+    def __init__(self, upstream_host: str, upstream_port: int, *, host: str = "127.0.0.1") -> None:
+        self.upstream = (upstream_host, upstream_port)
+        self.host = host
+        self.port = 0
+        self.latency = 0.0
+        self.blackhole = False
+        self.connections = 0
+        self._flowing = asyncio.Event()
+        self._flowing.set()
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> FaultProxy:
+        self._server = await asyncio.start_server(self._accept, self.host, 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.drop()
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def drop(self) -> None:
+        """Close every open connection, both sides, without a goodbye."""
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+
+    def stall(self) -> None:
+        """Stop forwarding in both directions; sockets stay open (half-open link)."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        """Forward again after :meth:`stall`."""
+        self._flowing.set()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        self._writers.add(writer)
+        if self.blackhole:
+            return  # keep it open, never answer
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers.add(up_writer)
+        for src, dst in ((reader, up_writer), (up_reader, writer)):
+            task = asyncio.create_task(self._pipe(src, dst))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        try:
+            while chunk := await src.read(65536):
+                await self._flowing.wait()
+                if self.latency:
+                    await asyncio.sleep(self.latency)
+                dst.write(chunk)
+                await dst.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            dst.transport.abort()
+            self._writers.discard(dst)

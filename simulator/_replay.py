@@ -21,11 +21,13 @@ import structlog
 
 from events import (
     CONTENT_TYPE,
+    BrokerError,
     Event,
     MatchClock,
     MatchState,
     MessageProps,
     Publisher,
+    Reconnectable,
     Topics,
     apply,
     encode_event,
@@ -107,6 +109,8 @@ class ReplayReport:
         lateness_s: per event, seconds between its deadline and its publish call.
         duration_s: wall seconds from start to the last acknowledgement.
         final_state: the state after the last event.
+        reconnects: connections replaced mid-replay (each resumed at the first event the
+            broker had not acknowledged).
     """
 
     match_id: str
@@ -116,6 +120,7 @@ class ReplayReport:
     lateness_s: list[float] = field(default_factory=list)
     duration_s: float = 0.0
     final_state: MatchState | None = None
+    reconnects: int = 0
 
 
 def wall_offsets(
@@ -150,7 +155,7 @@ class Replayer:
         clock: Clock | None = None,
         wall_now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
-        self._pub = publisher
+        self.publisher = publisher
         self.options = options or ReplayOptions()
         self._clock = clock or MonotonicClock()
         self._wall_now = wall_now
@@ -175,7 +180,7 @@ class Replayer:
             start=opts.start.label if opts.start else "kickoff",
         )
         if begin > 0:
-            await self._pub.publish(
+            await self.publisher.publish(
                 state_topic,
                 encode_state(state),
                 qos=opts.qos,
@@ -187,8 +192,36 @@ class Replayer:
         t0 = self._clock.now()
         wall0 = self._wall_now()
         report.final_state = state
+        index = begin
+        run = _Run(self, self._clock, self._wall_now, stream, offsets, base, t0, wall0, report, log)
         try:
-            await self._publish_all(stream, offsets, begin, base, t0, wall0, state, report, log)
+            while True:
+                try:
+                    await run.publish_from(index, state)
+                    break
+                except ExceptionGroup as group:
+                    lost, rest = group.split(BrokerError)
+                    if (
+                        rest is not None
+                        or lost is None
+                        or not isinstance(self.publisher, Reconnectable)
+                    ):
+                        raise
+                    reason = _first(lost)
+                log.warning("replay.connection_lost", reason=reason, last_seq=report.last_seq)
+                await self.publisher.reconnect()
+                report.reconnects += 1
+                index = run.first_unacked()
+                state = state_before(match, stream, index)
+                # The broker may have lost its retained messages: say where we are first.
+                await self.publisher.publish(
+                    state_topic,
+                    encode_state(state),
+                    qos=opts.qos,
+                    retain=True,
+                    props=_state_props(state),
+                )
+                log.info("replay.resumed", from_seq=index + 1, score=state.scoreline)
         except asyncio.CancelledError:
             log.warning("replay.interrupted", last_seq=report.last_seq, published=report.published)
             raise
@@ -197,89 +230,136 @@ class Replayer:
         log.info(
             "replay.finished",
             published=report.published,
+            reconnects=report.reconnects,
             duration_s=round(report.duration_s, 3),
             score=state.scoreline,
         )
         return report
 
-    async def _publish_all(
+
+class _Run:
+    """One replay's publishing loop, restartable from any event after a reconnect."""
+
+    def __init__(
         self,
+        replayer: Replayer,
+        clock: Clock,
+        wall_now: Callable[[], dt.datetime],
         stream: list[Scheduled],
         offsets: list[float],
-        begin: int,
         base: float,
         t0: float,
         wall0: dt.datetime,
-        state: MatchState,
         report: ReplayReport,
         log: structlog.typing.FilteringBoundLogger,
     ) -> None:
+        self.pub = replayer.publisher
+        self.options = replayer.options
+        self.clock = clock
+        self.wall_now = wall_now
+        self.stream = stream
+        self.offsets = offsets
+        self.base = base
+        self.t0 = t0
+        self.wall0 = wall0
+        self.report = report
+        self.log = log
+        self.unacked: dict[int, int] = {}  # seq -> messages of it not yet acknowledged
+        self.next_index = 0
+
+    def first_unacked(self) -> int:
+        """Index of the first event not fully acknowledged: where a resumed replay starts."""
+        return min(self.unacked) - 1 if self.unacked else self.next_index
+
+    async def publish_from(self, index: int, state: MatchState) -> None:
         opts = self.options
-        topics = opts.topics
+        pub = self.pub
+        report = self.report
         match_id = report.match_id
-        events_topic, state_topic = topics.events(match_id), topics.state(match_id)
-        window = asyncio.Semaphore(opts.max_inflight if opts.speed is None else 1)
+        events_topic, state_topic = opts.topics.events(match_id), opts.topics.state(match_id)
+        size = opts.max_inflight if opts.speed is None else 2
+        window = asyncio.Semaphore(size)
+        self.unacked.clear()
         async with asyncio.TaskGroup() as tg:
-            for item, offset in zip(stream[begin:], offsets[begin:], strict=True):
-                deadline = t0 + offset - base
+            watcher = tg.create_task(pub.wait_lost()) if isinstance(pub, Reconnectable) else None
+            for i in range(index, len(self.stream)):
+                item, offset = self.stream[i], self.offsets[i]
+                deadline = self.t0 + offset - self.base
                 if opts.speed is not None:
-                    await self._clock.sleep_until(deadline)
-                late = self._clock.now() - deadline
-                now = self._wall_now()
+                    await self.clock.sleep_until(deadline)
+                late = self.clock.now() - deadline
                 event = item.event.model_copy(
                     update={
-                        "emitted_at": now,
-                        "scheduled_at": wall0 + dt.timedelta(seconds=offset - base),
+                        "emitted_at": self.wall_now(),
+                        "scheduled_at": self.wall0 + dt.timedelta(seconds=offset - self.base),
                     }
                 )
                 state = apply(state, event)
+                self.unacked[event.seq] = 2
+                self.next_index = i + 1
                 # One task per message, created in order: tasks start in creation order, so
                 # event N, state N, event N+1, ... reach the wire in that order even with many
                 # in flight, and the window bounds the messages awaiting acknowledgement.
                 for topic, payload, retain, props in (
-                    (events_topic, encode_event(event), False, self._event_props(event)),
+                    (events_topic, encode_event(event), False, _event_props(self.options, event)),
                     (state_topic, encode_state(state), True, _state_props(state)),
                 ):
                     await window.acquire()
-                    tg.create_task(self._send(window, topic, payload, retain, props))
+                    tg.create_task(self._send(window, event.seq, topic, payload, retain, props))
                 report.lateness_s.append(late if opts.speed is not None else 0.0)
                 report.published += 1
                 report.first_seq = report.first_seq or event.seq
                 report.last_seq = event.seq
-                log.debug(
+                report.final_state = state
+                self.log.debug(
                     "event.scheduled", seq=event.seq, type=event.type, clock=event.clock.label
                 )
                 if event.type in ("goal", "full_time", "period_end", "kick_off"):
-                    log.info(
+                    self.log.info(
                         "event.published",
                         seq=event.seq,
                         type=event.type,
                         clock=event.clock.label,
                         score=state.scoreline,
                     )
-                report.final_state = state
-
-    def _event_props(self, event: Event) -> MessageProps:
-        return MessageProps(
-            content_type=CONTENT_TYPE,
-            message_expiry=self.options.event_expiry,
-            user=(("seq", str(event.seq)), ("type", event.type)),
-        )
+            for _ in range(size):  # every message acknowledged
+                await window.acquire()
+            if watcher is not None:
+                watcher.cancel()
 
     async def _send(
         self,
         window: asyncio.Semaphore,
+        seq: int,
         topic: str,
         payload: bytes,
         retain: bool,
         props: MessageProps,
     ) -> None:
         try:
-            await self._pub.publish(
-                topic, payload, qos=self.options.qos, retain=retain, props=props
-            )
+            await self.pub.publish(topic, payload, qos=self.options.qos, retain=retain, props=props)
         finally:
             window.release()
+        left = self.unacked[seq] - 1
+        if left:
+            self.unacked[seq] = left
+        else:
+            del self.unacked[seq]
+
+
+def _first(group: BaseExceptionGroup[BrokerError]) -> str:
+    exc: BaseException = group
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return str(exc)
+
+
+def _event_props(options: ReplayOptions, event: Event) -> MessageProps:
+    return MessageProps(
+        content_type=CONTENT_TYPE,
+        message_expiry=options.event_expiry,
+        user=(("seq", str(event.seq)), ("type", event.type)),
+    )
 
 
 def _state_props(state: MatchState) -> MessageProps:
