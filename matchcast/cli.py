@@ -16,6 +16,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from events import EventAdapter, MatchcastError, MatchClock, MatchFileError, MatchState, Topics
 from matchcast.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker
@@ -47,7 +48,8 @@ class _Exit(Exception):  # noqa: N818 - control flow, not an error
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
-    _err.print(f"[bold red]error:[/] {message}", markup=True)
+    # Escaped: messages quote input ("matches[12]", "[/x]") that Rich would read as markup.
+    _err.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
     raise _Exit(code)
 
 
