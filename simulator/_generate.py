@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -371,11 +372,17 @@ def simulate_match(
         date: the kickoff date written into the file (kickoff at 19:00 UTC).
 
     Raises:
-        MatchFileError: bad arguments (a negative seed or expected goals, equal teams).
+        MatchFileError: bad arguments (a negative seed or expected goals, equal teams, a
+            team code that is not 2-5 capitals or digits).
     """
     where = f"sim:{seed}"
     if seed < 0:
         raise MatchFileError(where, [f"seed: must be 0 or more, not {seed}"])
+    bad = [code for code in (home, away) if not re.fullmatch(r"[A-Z0-9]{2,5}", code)]
+    if bad:
+        raise MatchFileError(where, [f"team {bad[0]!r}: expected a FIFA code such as ARG"])
+    if home == away:
+        raise MatchFileError(where, [f"home and away are both {home}; a team cannot play itself"])
     rates = xg if xg is not None else expected_goals(home, away)
     if not all(0 <= r <= 10 for r in rates):
         raise MatchFileError(where, [f"xg: expected goals must be 0-10, not {rates}"])
