@@ -8,6 +8,7 @@ the ABBA order some competitions trialled passes too.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 __all__ = ["ROUNDS", "decided_at", "is_decided", "synthesise"]
@@ -42,47 +43,46 @@ def synthesise(first: str, second: str, goals: tuple[int, int]) -> list[tuple[st
     one with the misses as late as possible is chosen, so it is the same list every time.
 
     Raises:
-        ValueError: no shoot-out ends with that score (level, or impossible such as 5-0).
+        ValueError: no shoot-out ends with that score (level, or impossible such as 4-1).
     """
     if goals[0] == goals[1]:
         raise ValueError(f"a shoot-out cannot end level ({goals[0]}-{goals[1]})")
     teams = (first, second)
-    longest = 2 * (max(goals) + ROUNDS + 1)
-    for length in range(1, longest + 1):
-        found = _search(teams, goals, length, [], [0, 0], [0, 0])
-        if found is not None:
-            return found
+    # Breadth first over (taken, scored) states, a scored kick tried before a miss: the first
+    # list to reach the score is the shortest, and the latest to miss among those.
+    # Each team takes at most ROUNDS kicks plus one per sudden-death round it scores in.
+    most = ROUNDS + max(goals) + 1
+    start = (0, 0, 0, 0)
+    parent: dict[tuple[int, int, int, int], tuple[tuple[int, int, int, int], bool]] = {}
+    queue = deque([start])
+    while queue:
+        state = queue.popleft()
+        ta, tb, sa, sb = state
+        side = (ta + tb) % 2
+        for goal in (True, False):
+            nxt = (ta + 1, tb, sa + goal, sb) if side == 0 else (ta, tb + 1, sa, sb + goal)
+            if nxt in parent or nxt[2] > goals[0] or nxt[3] > goals[1] or max(nxt[:2]) > most:
+                continue
+            parent[nxt] = (state, goal)
+            if is_decided((nxt[0], nxt[1]), (nxt[2], nxt[3])):
+                if (nxt[2], nxt[3]) == goals:
+                    return _path(parent, nxt, start, teams)
+            else:
+                queue.append(nxt)
     raise ValueError(f"no shoot-out ends {goals[0]}-{goals[1]}")
 
 
-def _search(
+def _path(
+    parent: dict[tuple[int, int, int, int], tuple[tuple[int, int, int, int], bool]],
+    end: tuple[int, int, int, int],
+    start: tuple[int, int, int, int],
     teams: tuple[str, str],
-    goals: tuple[int, int],
-    length: int,
-    kicks: list[tuple[str, bool]],
-    taken: list[int],
-    scored: list[int],
-) -> list[tuple[str, bool]] | None:
-    n = len(kicks)
-    side = n % 2
-    kicks_of_side = (length + 1 - side) // 2  # first takes the odd kicks, second the even
-    for goal in (True, False):
-        misses = taken[side] + 1 - scored[side] - goal
-        if scored[side] + goal > goals[side] or misses > kicks_of_side - goals[side]:
-            continue
-        taken[side] += 1
-        scored[side] += goal
+) -> list[tuple[str, bool]]:
+    kicks: list[tuple[str, bool]] = []
+    state = end
+    while state != start:
+        before, goal = parent[state]
+        side = 0 if state[0] > before[0] else 1
         kicks.append((teams[side], goal))
-        over = is_decided((taken[0], taken[1]), (scored[0], scored[1]))
-        found: list[tuple[str, bool]] | None = None
-        if n + 1 == length:
-            if over and (scored[0], scored[1]) == goals:
-                found = list(kicks)
-        elif not over:
-            found = _search(teams, goals, length, kicks, taken, scored)
-        kicks.pop()
-        taken[side] -= 1
-        scored[side] -= goal
-        if found is not None:
-            return found
-    return None
+        state = before
+    return kicks[::-1]
