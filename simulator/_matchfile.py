@@ -327,14 +327,14 @@ class Match(_Spec):
         if level_90 and not extra_time:
             return [
                 f"periods: a knockout match level after 90 minutes ({self._line(after_90)}) "
-                "goes to extra time; add periods 3 and 4, or set competition.knockout: false"
+                "goes to extra time: add periods 3 and 4, or set competition.knockout: false"
             ]
         final = self.final_score()
         level_120 = final[self.home.code] == final[self.away.code]
         if extra_time and level_120 and Period.PENALTIES not in played:
             return [
                 f"periods: a knockout match level after extra time ({self._line(final)}) "
-                "goes to penalties; add period 5 and the shootout"
+                "goes to penalties: add period 5 and the shootout"
             ]
         return []
 
@@ -346,7 +346,7 @@ class Match(_Spec):
         if end != len(kicks) - 1:
             return [
                 f"shootout.{end + 1}: the shoot-out was already decided by kick {end + 1} of "
-                f"{len(kicks)}; remove the kicks after it"
+                f"{len(kicks)}: remove the kicks after it"
             ]
         return []
 
@@ -399,7 +399,7 @@ def _problems(err: ValidationError) -> list[str]:
     for e in err.errors(include_url=False):
         loc = ".".join(str(p) for p in e["loc"]) or "(file)"
         msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "value_error" and "; " in msg:
+        if e["type"] == "value_error":
             out += [f"{loc}: {m}" if loc != "(file)" else m for m in msg.split("; ")]
         else:
             got = e.get("input")
