@@ -29,15 +29,24 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, TypeAdapter
+from pydantic import TypeAdapter
 from pydantic import ValidationError as _ValidationError
 
 from events import PERIOD_BOUNDS, MatchFileError, Period
 from simulator._matchfile import Match, parse_match
 from simulator._teams import club_code
 from simulator.importers._common import fail, read_json, slug, validation_problems
+from simulator.importers._statsbomb_schema import (
+    EVENTS,
+    LINEUPS,
+    MATCHES,
+    Event,
+    MatchRecord,
+    Named,
+    file_kind,
+)
 
 __all__ = ["ATTRIBUTION", "import_statsbomb"]
 
@@ -51,88 +60,6 @@ _CARDS: dict[str, Literal["yellow", "second_yellow", "red"]] = {
     "Second Yellow": "second_yellow",
     "Red Card": "red",
 }
-
-
-class _Raw(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
-
-class _Named(_Raw):
-    id: StrictInt | None = None
-    name: str = Field(min_length=1)
-
-
-class _Card(_Raw):
-    card: _Named | None = None
-
-
-class _Shot(_Raw):
-    outcome: _Named
-    type: _Named | None = None
-    body_part: _Named | None = None
-
-
-class _Substitution(_Raw):
-    replacement: _Named
-
-
-class _Event(_Raw):
-    index: StrictInt = Field(ge=1)
-    period: StrictInt = Field(ge=1, le=5)
-    minute: StrictInt = Field(ge=0, le=150)
-    second: StrictInt = Field(ge=0, le=59)
-    type: _Named
-    team: _Named
-    player: _Named | None = None
-    shot: _Shot | None = None
-    foul_committed: _Card | None = None
-    bad_behaviour: _Card | None = None
-    substitution: _Substitution | None = None
-
-
-class _LineupPlayer(_Raw):
-    player_id: StrictInt
-    player_name: str = Field(min_length=1)
-    player_nickname: str | None = None
-
-
-class _Lineup(_Raw):
-    team_id: StrictInt | None = None
-    team_name: str = Field(min_length=1)
-    lineup: list[_LineupPlayer]
-
-
-class _MatchRecord(_Raw):
-    match_id: StrictInt
-    match_date: dt.date
-    kick_off: dt.time | None = None
-    home_team: Annotated[dict[str, Any], Field(min_length=1)]
-    away_team: Annotated[dict[str, Any], Field(min_length=1)]
-    home_score: StrictInt | None = None
-    away_score: StrictInt | None = None
-    competition: dict[str, Any] | None = None
-    season: dict[str, Any] | None = None
-    competition_stage: dict[str, Any] | None = None
-    stadium: dict[str, Any] | None = None
-
-
-_EVENTS = TypeAdapter(list[_Event])
-_LINEUPS = TypeAdapter(list[_Lineup])
-_MATCHES = TypeAdapter(list[_MatchRecord])
-
-
-def _kind(data: Any) -> str | None:
-    """``events``, ``lineups`` or ``matches`` by shape, None for anything else."""
-    if not isinstance(data, list) or not data or not isinstance(data[0], dict):
-        return None
-    first = data[0]
-    if {"type", "period", "minute"} <= set(first):
-        return "events"
-    if {"team_name", "lineup"} <= set(first):
-        return "lineups"
-    if {"match_id", "home_team", "away_team"} <= set(first):
-        return "matches"
-    return None
 
 
 def _label(period: int, minute: int) -> tuple[int, int] | None:
@@ -163,7 +90,7 @@ def import_statsbomb(
     files: dict[str, tuple[Path, Any]] = {}
     for p in map(Path, paths):
         data = read_json(p)
-        kind = _kind(data)
+        kind = file_kind(data)
         if kind is None:
             raise MatchFileError(
                 p,
@@ -194,23 +121,23 @@ class _Importer:
         self, files: dict[str, tuple[Path, Any]], date: dt.date | None, home: str | None
     ) -> None:
         self.path, raw = files["events"]
-        self.events: list[_Event] = _validated(_EVENTS, self.path, raw, "events")
+        self.events: list[Event] = _validated(EVENTS, self.path, raw, "events")
         self.names: dict[int, str] = {}
         if "lineups" in files:
             lp, ldata = files["lineups"]
-            for team in _validated(_LINEUPS, lp, ldata, "lineups"):
+            for team in _validated(LINEUPS, lp, ldata, "lineups"):
                 for player in team.lineup:
                     self.names[player.player_id] = player.player_nickname or player.player_name
         self.stem = self.path.stem.split("_")[0]
-        self.record: _MatchRecord | None = None
+        self.record: MatchRecord | None = None
         if "matches" in files:
             self.record = self._find_record(*files["matches"])
         self.date = date
         self.home_name = home
         self.problems: list[str] = []
 
-    def _find_record(self, path: Path, data: Any) -> _MatchRecord:
-        records: list[_MatchRecord] = _validated(_MATCHES, path, data, "matches")
+    def _find_record(self, path: Path, data: Any) -> MatchRecord:
+        records: list[MatchRecord] = _validated(MATCHES, path, data, "matches")
         wanted = [r for r in records if str(r.match_id) == self.stem]
         if len(wanted) == 1:
             return wanted[0]
@@ -224,7 +151,7 @@ class _Importer:
         e = self.events[i]
         return f"events[{i}] (index {e.index}, {e.type.name})"
 
-    def player(self, named: _Named | None, i: int, field: str = "player") -> str:
+    def player(self, named: Named | None, i: int, field: str = "player") -> str:
         if named is None:
             self.problems.append(f"{self.where(i)}.{field}: missing")
             return "?"
@@ -339,7 +266,7 @@ class _Importer:
         self.pair_own_goals(own_goals_for, timeline)
         return timeline, ends, shootout
 
-    def incident(self, i: int, e: _Event, codes: dict[str, str]) -> dict[str, Any] | None:
+    def incident(self, i: int, e: Event, codes: dict[str, str]) -> dict[str, Any] | None:
         kind = e.type.name
         team = codes[e.team.name]
         if kind == "Shot" and e.shot is not None and e.shot.outcome.name == "Goal":
