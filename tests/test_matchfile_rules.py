@@ -156,3 +156,16 @@ def test_schema_command_prints_the_match_file_schema() -> None:
     schema = json.loads(result.stdout)
     assert {"timeline", "periods", "shootout", "result"} <= set(schema["properties"])
     assert "DisallowedIncident" in schema["$defs"]
+
+
+def test_the_documented_example_is_a_valid_match_that_replays_as_described() -> None:
+    """docs/match-format.md's example parses and ends as the text says."""
+    doc = (Path(__file__).parents[1] / "docs" / "match-format.md").read_text(encoding="utf-8")
+    example = doc.split("## Example", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    match = parse_match(yaml.safe_load(example))
+    stream = [s.event for s in expand(match)]
+    state = replay_state(match.match_id, stream)
+    assert (state.scoreline, state.winner) == ("NTH 2-2 STH (2-4 pens)", "STH")
+    assert "goal_disallowed" in [e.type for e in stream]
+    assert [g.goal_id for g in state.goals] == ["n1", "s1", "s2", "n3"]
+    assert [g.clock.label for g in state.goals] == ["45+2'", "60'", "105+1'", "119'"]
