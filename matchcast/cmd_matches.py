@@ -209,6 +209,13 @@ def import_(
     ] = None,
 ) -> None:
     """Import real match data into match files (openfootball results, StatsBomb events)."""
+    wrong = (
+        ["--date" if date else "", "--home" if home else ""]
+        if fmt is ImportFormat.openfootball
+        else ["--match" if select else "", "--utc-offset" if utc_offset else ""]
+    )
+    if any(wrong):
+        _fail(f"{' and '.join(w for w in wrong if w)}: not an option of {fmt.value} imports")
     try:
         if fmt is ImportFormat.openfootball:
             if len(files) != 1:

@@ -264,3 +264,23 @@ async def test_the_sample_replays_through_a_broker(broker_url: BrokerURL, topics
     assert retained.status == "finished"
     assert retained.scoreline == "BAR 2-2 GIR"
     assert [g.clock.label for g in retained.goals] == ["19'", "45'", "51'", "63'"]
+
+
+def test_a_matches_file_for_other_teams_is_refused(tmp_path: Path) -> None:
+    record = {
+        "match_id": 15986,
+        "match_date": "2018-09-23",
+        "home_team": {"home_team_name": "Barcelona"},
+        "away_team": {"away_team_name": "Sevilla"},
+        "home_score": 2,
+        "away_score": 2,
+    }
+    matches = _write(tmp_path, [record], "matches.json")
+    with pytest.raises(MatchFileError, match="'Barcelona' v 'Sevilla'"):
+        import_statsbomb([EVENTS, LINEUPS, matches])
+
+
+def test_options_of_the_other_format_are_refused() -> None:
+    result = run_cli("import", "statsbomb", str(EVENTS), "--match", "final")
+    assert result.code == 2
+    assert "--match: not an option of statsbomb imports" in result.stderr

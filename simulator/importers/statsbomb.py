@@ -406,6 +406,14 @@ class _Importer:
             return
         home_name = str(r.home_team.get("home_team_name"))
         away_name = str(r.away_team.get("away_team_name"))
+        if {home_name, away_name} != set(codes):
+            raise MatchFileError(
+                self.path,
+                [
+                    f"the matches file names {home_name!r} v {away_name!r}, the events "
+                    f"{' v '.join(codes)}"
+                ],
+            )
         counted = (score[codes[home_name]], score[codes[away_name]])
         if counted != (r.home_score, r.away_score):
             raise MatchFileError(
