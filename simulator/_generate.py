@@ -191,7 +191,7 @@ class _Simulation:
         weights = {1: 0.8, 2: 1.2, 3: 1.2, 4: 1.2}
         total = sum(self.length(p) * weights[p] for p in periods)
         for kind, mean in (("yellow", 1.9), ("red", 0.05)):
-            for _ in range(_poisson(self.rng, mean * total / (90 * 1.0))):
+            for _ in range(_poisson(self.rng, mean * total / 90)):
                 period = _pick(self.rng, [(p, self.length(p) * weights[p]) for p in periods])
                 self.moment(period, "card", side, kind)
 
