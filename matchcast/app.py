@@ -43,14 +43,19 @@ async def run_replay(
     replayer_id: str | None = None,
     protocol: Protocol = "auto",
     max_outage: float = 300.0,
+    delays: Sequence[float] | None = None,
 ) -> list[ReplayReport]:
     """Replay ``matches`` concurrently onto the broker at ``url``.
 
     The replayer's status topic says ``online`` while it runs and ``offline`` after, or when
     the connection dies (the last will). A lost connection is replaced with backoff and the
     replay resumes at the first event the broker had not acknowledged; after ``max_outage``
-    seconds without a broker it gives up with :class:`events.BrokerError`.
+    seconds without a broker it gives up with :class:`events.BrokerError`. ``delays`` holds
+    wall seconds to wait before each match starts (see :func:`simulator.kickoff_delays`).
     """
+    if delays is not None and len(delays) != len(matches):
+        raise ValueError(f"{len(delays)} delays for {len(matches)} matches")
+    waits = list(delays) if delays is not None else [0.0] * len(matches)
     replayer_id = replayer_id or f"replayer-{uuid.uuid4().hex[:8]}"
     topics = options.topics
     ids = [m.match_id for m in matches]
@@ -85,7 +90,10 @@ async def run_replay(
         replayer = Replayer(client, options)
         try:
             async with asyncio.TaskGroup() as tg:
-                tasks = [tg.create_task(replayer.run(m)) for m in matches]
+                tasks = [
+                    tg.create_task(replayer.run(m, delay_s=d))
+                    for m, d in zip(matches, waits, strict=True)
+                ]
         finally:
             # Best effort: on a dead connection the will says offline instead.
             try:

@@ -16,6 +16,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from events import EventAdapter, MatchcastError, MatchClock, MatchFileError, MatchState, Topics
 from matchcast.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker
@@ -47,7 +48,8 @@ class _Exit(Exception):  # noqa: N818 - control flow, not an error
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
-    _err.print(f"[bold red]error:[/] {message}", markup=True)
+    # Escaped: messages quote input ("matches[12]", "[/x]") that Rich would read as markup.
+    _err.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
     raise _Exit(code)
 
 
@@ -243,7 +245,8 @@ def replay(
     match: Annotated[
         str | None,
         typer.Argument(
-            help="A match file (.yaml/.json) or a bundled match name; default: semifinal."
+            help="A match file (.yaml/.json), a bundled match name, sim:SEED or "
+            "worldcup:2022\\[/final|/ARG-FRA|...]; default: semifinal."
         ),
     ] = None,
     broker: BrokerOpt = None,
@@ -278,6 +281,14 @@ def replay(
     port: Annotated[
         int, typer.Option(help="Port of the embedded broker when no --broker is given.")
     ] = DEFAULT_EMBEDDED_PORT,
+    day: Annotated[
+        str | None,
+        typer.Option(
+            "--day",
+            help="Only the matches kicking off on this date (YYYY-MM-DD), concurrently, each "
+            "starting on its real kickoff time (the gap divided by --speed).",
+        ),
+    ] = None,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -296,11 +307,23 @@ def replay(
     )
     from matchcast.app import run_replay  # noqa: PLC0415
 
+    delays = None
+    if day is not None:
+        from matchcast.cmd_matches import match_day  # noqa: PLC0415
+
+        matches, delays = match_day(matches, day, options.speed)
     reports = _run(
         lambda: _with_broker(
             url,
             port,
-            lambda u: run_replay(matches, u, options, replayer_id=replayer_id, protocol=protocol),  # type: ignore[arg-type]
+            lambda u: run_replay(
+                matches,
+                u,
+                options,
+                replayer_id=replayer_id,
+                protocol=protocol,  # type: ignore[arg-type]
+                delays=delays,
+            ),
         )
     )
     for r in reports:
@@ -384,9 +407,15 @@ def schema(
     state: Annotated[
         bool, typer.Option("--state", help="The retained state snapshot instead of the events.")
     ] = False,
+    match_file: Annotated[
+        bool, typer.Option("--match-file", help="The match file format instead of the events.")
+    ] = False,
 ) -> None:
-    """Print the JSON Schema of the events on the wire (or of the state snapshot)."""
-    doc = MatchState.model_json_schema() if state else EventAdapter.json_schema()
+    """Print the JSON Schema of the events on the wire (or of the state, or of match files)."""
+    if match_file:
+        doc = Match.model_json_schema()
+    else:
+        doc = MatchState.model_json_schema() if state else EventAdapter.json_schema()
     typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
 
 
@@ -400,7 +429,7 @@ def main() -> None:
 
 #: Modules that add commands of their own; each defines ``register(app: typer.Typer)``.
 #: They may use this module's helpers (``_fail``, ``_run``, ``_broker``, ``_speed``, ...).
-COMMAND_MODULES: tuple[str, ...] = ("matchcast.cmd_asyncapi",)
+COMMAND_MODULES: tuple[str, ...] = ("matchcast.cmd_asyncapi", "matchcast.cmd_matches")
 
 
 def _register_commands() -> None:

@@ -3,6 +3,7 @@
 Depends on :mod:`events`; never on :mod:`consumers`.
 """
 
+from simulator._generate import BASE_RATE, expected_goals, simulate_match
 from simulator._matchfile import (
     CardIncident,
     Competition,
@@ -30,10 +31,13 @@ from simulator._replay import (
     ReplayReport,
     wall_offsets,
 )
+from simulator._selection import kickoff_delays, matches_on, select_matches
 from simulator._sources import BUNDLED, DEFAULT_MATCH, RESOLVERS, bundled_path, resolve_matches
 from simulator._timeline import Scheduled, expand, state_before
+from simulator._writer import MatchFormat, dump_match, write_match
 
 __all__ = [
+    "BASE_RATE",
     "BUNDLED",
     "DEFAULT_MATCH",
     "RESOLVERS",
@@ -45,6 +49,7 @@ __all__ = [
     "Incident",
     "Kickoff",
     "Match",
+    "MatchFormat",
     "MatchResult",
     "MonotonicClock",
     "PeriodSpec",
@@ -59,10 +64,17 @@ __all__ = [
     "Team",
     "Venue",
     "bundled_path",
+    "dump_match",
     "expand",
+    "expected_goals",
+    "kickoff_delays",
     "load_match",
+    "matches_on",
     "parse_match",
     "resolve_matches",
+    "select_matches",
+    "simulate_match",
     "state_before",
     "wall_offsets",
+    "write_match",
 ]

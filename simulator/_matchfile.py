@@ -29,6 +29,7 @@ from events import (
     TeamCode,
     TeamRef,
 )
+from simulator._shootout import decided_at
 
 __all__ = [
     "CardIncident",
@@ -96,6 +97,17 @@ class Kickoff(_Fact):
     date: dt.date
     time: dt.time | None = None
     utc_offset: str | None = Field(default=None, pattern=r"^[+-]\d{2}:\d{2}$")
+
+    def utc(self) -> dt.datetime:
+        """The kickoff as an aware UTC datetime (midnight when the time is unknown, UTC when
+        the offset is)."""
+        offset = dt.timedelta(0)
+        if self.utc_offset:
+            sign = -1 if self.utc_offset[0] == "-" else 1
+            hours, minutes = int(self.utc_offset[1:3]), int(self.utc_offset[4:6])
+            offset = sign * dt.timedelta(hours=hours, minutes=minutes)
+        local = dt.datetime.combine(self.date, self.time or dt.time(0, 0), dt.timezone(offset))
+        return local.astimezone(dt.UTC)
 
 
 class PeriodSpec(_Fact):
@@ -281,8 +293,10 @@ class Match(_Spec):
                 f"result.score: says {self._line(self.result.score)} but the goals in the timeline "
                 f"add up to {self._line(counted)}"
             )
+        played = {p.period for p in self.periods}
+        problems += self._check_extra_time(played)
         level = counted[self.home.code] == counted[self.away.code]
-        if Period.PENALTIES in {p.period for p in self.periods}:
+        if Period.PENALTIES in played:
             if not level:
                 problems.append("periods: a shoot-out is only played when the score is level")
             shoot = self.shootout_score()
@@ -293,9 +307,48 @@ class Match(_Spec):
                 )
             elif shoot[self.home.code] == shoot[self.away.code]:
                 problems.append("shootout: a shoot-out cannot end level")
+            else:
+                problems += self._check_shootout_order()
         elif self.result.shootout is not None:
             problems.append("result.shootout: given, but no shoot-out was played")
         return problems
+
+    def _check_extra_time(self, played: set[Period]) -> list[str]:
+        after_90 = self.score_after(Period.SECOND_HALF)
+        level_90 = after_90[self.home.code] == after_90[self.away.code]
+        extra_time = Period.EXTRA_TIME_FIRST in played
+        if extra_time and not level_90:
+            return [
+                f"periods: extra time is only played when level after 90 minutes, "
+                f"but the goals make it {self._line(after_90)}"
+            ]
+        if not self.competition.knockout:
+            return []
+        if level_90 and not extra_time:
+            return [
+                f"periods: a knockout match level after 90 minutes ({self._line(after_90)}) "
+                "goes to extra time: add periods 3 and 4, or set competition.knockout: false"
+            ]
+        final = self.final_score()
+        level_120 = final[self.home.code] == final[self.away.code]
+        if extra_time and level_120 and Period.PENALTIES not in played:
+            return [
+                f"periods: a knockout match level after extra time ({self._line(final)}) "
+                "goes to penalties: add period 5 and the shootout"
+            ]
+        return []
+
+    def _check_shootout_order(self) -> list[str]:
+        kicks = [(k.team, k.scored) for k in self.shootout]
+        end = decided_at(kicks, (self.home.code, self.away.code))
+        if end is None:
+            return ["shootout: the kicks listed never decide it (five each, then sudden death)"]
+        if end != len(kicks) - 1:
+            return [
+                f"shootout.{end + 1}: the shoot-out was already decided by kick {end + 1} of "
+                f"{len(kicks)}: remove the kicks after it"
+            ]
+        return []
 
     def _line(self, score: dict[str, int]) -> str:
         h, a = self.home.code, self.away.code
@@ -303,11 +356,20 @@ class Match(_Spec):
 
     def final_score(self) -> dict[str, int]:
         """Goals counted from the timeline, less the disallowed ones."""
+        return self.score_after(Period.EXTRA_TIME_SECOND)
+
+    def score_after(self, period: Period) -> dict[str, int]:
+        """Goals counted up to the end of ``period``, less the disallowed ones."""
         disallowed = {i.goal for i in self.timeline if isinstance(i, DisallowedIncident)}
         score = Counter({self.home.code: 0, self.away.code: 0})
         for inc in self.timeline:
-            if isinstance(inc, GoalIncident) and (inc.id is None or inc.id not in disallowed):
-                score[inc.team] += 1
+            if not isinstance(inc, GoalIncident) or (inc.id is not None and inc.id in disallowed):
+                continue
+            try:
+                in_time = inc.clock.period <= period
+            except (ValidationError, StopIteration):
+                continue  # reported by the minute check
+            score[inc.team] += in_time
         return dict(score)
 
     def shootout_score(self) -> dict[str, int]:
@@ -337,7 +399,7 @@ def _problems(err: ValidationError) -> list[str]:
     for e in err.errors(include_url=False):
         loc = ".".join(str(p) for p in e["loc"]) or "(file)"
         msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "value_error" and "; " in msg:
+        if e["type"] == "value_error":
             out += [f"{loc}: {m}" if loc != "(file)" else m for m in msg.split("; ")]
         else:
             got = e.get("input")

@@ -160,9 +160,18 @@ class Replayer:
         self._clock = clock or MonotonicClock()
         self._wall_now = wall_now
 
-    async def run(self, match: Match) -> ReplayReport:
-        """Replay ``match`` from ``options.start`` to full time."""
+    async def run(self, match: Match, *, delay_s: float = 0.0) -> ReplayReport:
+        """Replay ``match`` from ``options.start`` to full time.
+
+        Args:
+            match: the match.
+            delay_s: wall seconds to wait before the first event (ignored at maximum speed),
+                so that matches of one day start on their real kickoff times.
+        """
         opts = self.options
+        if delay_s > 0 and opts.speed is not None:
+            _log.info("replay.delayed", match_id=match.match_id, delay_s=round(delay_s, 3))
+            await self._clock.sleep_until(self._clock.now() + delay_s)
         stream = expand(match)
         begin = _start_index(stream, opts.start)
         log = _log.bind(match_id=match.match_id)

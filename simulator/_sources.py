@@ -3,7 +3,9 @@
 ``resolve_matches(spec)`` turns what a user typed into matches:
 
 - ``semifinal`` (also the default): the 2026 World Cup semi-final Argentina 2-1 England;
-- any path to a match file (``.yaml``, ``.yml``, ``.json``).
+- any path to a match file (``.yaml``, ``.yml``, ``.json``);
+- ``sim:SEED`` a simulated match, ``worldcup:2022/final`` bundled real results (see
+  :mod:`simulator._schemes`).
 
 More schemes plug in through :data:`RESOLVERS` (``prefix:rest`` specs).
 """
@@ -16,6 +18,7 @@ from pathlib import Path
 
 from events import MatchFileError
 from simulator._matchfile import Match, load_match
+from simulator._schemes import resolve_simulated, resolve_worldcup
 
 __all__ = ["BUNDLED", "DEFAULT_MATCH", "RESOLVERS", "bundled_path", "resolve_matches"]
 
@@ -24,7 +27,10 @@ DEFAULT_MATCH = "semifinal"
 BUNDLED = {"semifinal": "semifinal-2026-arg-eng.yaml"}
 
 #: ``prefix`` of a ``prefix:rest`` spec -> function of ``rest`` returning matches.
-RESOLVERS: dict[str, Callable[[str], list[Match]]] = {}
+RESOLVERS: dict[str, Callable[[str], list[Match]]] = {
+    "sim": resolve_simulated,
+    "worldcup": resolve_worldcup,
+}
 
 
 def bundled_path(name: str) -> Path:

@@ -63,14 +63,7 @@ class Scheduled:
 
 
 def _kickoff_at(match: Match) -> dt.datetime:
-    k = match.kickoff
-    offset = dt.timedelta(0)
-    if k.utc_offset:
-        sign = -1 if k.utc_offset[0] == "-" else 1
-        hh, mm = int(k.utc_offset[1:3]), int(k.utc_offset[4:6])
-        offset = sign * dt.timedelta(hours=hh, minutes=mm)
-    local = dt.datetime.combine(k.date, k.time or dt.time(0, 0), tzinfo=dt.timezone(offset))
-    return local.astimezone(dt.UTC)
+    return match.kickoff.utc()
 
 
 def _minute_index(period: Period, clock: MatchClock) -> int:
