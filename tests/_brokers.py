@@ -80,7 +80,7 @@ class Mosquitto:
     def start(self) -> Mosquitto:
         conf = self.workdir / "mosquitto.conf"
         conf.write_text(self.config())
-        self.proc = subprocess.Popen(  # noqa: S603
+        self.proc = subprocess.Popen(
             [self.binary, "-c", str(conf)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
