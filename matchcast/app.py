@@ -17,7 +17,7 @@ import structlog
 from consumers import Runner, Subscriber
 from events import CONTENT_TYPE, FullTime, MatchState, MessageProps, Topics
 from matchcast.mqtt import BrokerURL, MqttClient, Protocol, WillSpec
-from simulator import Match, Replayer, ReplayOptions, ReplayReport
+from simulator import Match, Recording, Replayer, ReplayOptions, ReplayReport
 
 __all__ = ["run_replay", "run_watch", "status_payload"]
 
@@ -36,14 +36,14 @@ def status_payload(replayer_id: str, status: str, matches: Sequence[str] = ()) -
 
 
 async def run_replay(
-    matches: Sequence[Match],
+    matches: Sequence[Match | Recording],
     url: BrokerURL,
     options: ReplayOptions,
     *,
     replayer_id: str | None = None,
     protocol: Protocol = "auto",
 ) -> list[ReplayReport]:
-    """Replay ``matches`` concurrently onto the broker at ``url``.
+    """Replay ``matches`` (match files or recordings) concurrently onto the broker at ``url``.
 
     The replayer's status topic says ``online`` while it runs and ``offline`` after, or when
     the connection dies (the last will).

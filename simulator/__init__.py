@@ -22,6 +22,7 @@ from simulator._matchfile import (
     load_match,
     parse_match,
 )
+from simulator._recording import RECORDING_SUFFIX, Recording, is_recording, load_recording
 from simulator._replay import (
     Clock,
     MonotonicClock,
@@ -30,12 +31,20 @@ from simulator._replay import (
     ReplayReport,
     wall_offsets,
 )
-from simulator._sources import BUNDLED, DEFAULT_MATCH, RESOLVERS, bundled_path, resolve_matches
+from simulator._sources import (
+    BUNDLED,
+    DEFAULT_MATCH,
+    RESOLVERS,
+    bundled_path,
+    resolve_matches,
+    resolve_sources,
+)
 from simulator._timeline import Scheduled, expand, state_before
 
 __all__ = [
     "BUNDLED",
     "DEFAULT_MATCH",
+    "RECORDING_SUFFIX",
     "RESOLVERS",
     "CardIncident",
     "Clock",
@@ -49,6 +58,7 @@ __all__ = [
     "MonotonicClock",
     "PeriodSpec",
     "PossessionIncident",
+    "Recording",
     "ReplayOptions",
     "ReplayReport",
     "Replayer",
@@ -60,9 +70,12 @@ __all__ = [
     "Venue",
     "bundled_path",
     "expand",
+    "is_recording",
     "load_match",
+    "load_recording",
     "parse_match",
     "resolve_matches",
+    "resolve_sources",
     "state_before",
     "wall_offsets",
 ]

@@ -32,6 +32,7 @@ from events import (
     encode_state,
 )
 from simulator._matchfile import Match
+from simulator._recording import Recording
 from simulator._timeline import Scheduled, expand, state_before
 
 __all__ = ["Clock", "MonotonicClock", "ReplayOptions", "ReplayReport", "Replayer", "wall_offsets"]
@@ -76,7 +77,7 @@ class ReplayOptions:
 
     Attributes:
         speed: match seconds per wall second (1 real time, 60 a minute a second); None for as
-            fast as the broker takes it.
+            fast as the broker takes it. For a :class:`Recording`: times faster than recorded.
         start: start at the first event at or after this clock, publishing the state at that
             point first; None for kickoff.
         break_seconds: wall seconds each break (half time, ...) lasts; None for its real length
@@ -129,14 +130,35 @@ def wall_offsets(
     return [s.play_s / speed + s.breaks * brk for s in stream]
 
 
-def _start_index(stream: list[Scheduled], start: MatchClock | None) -> int:
+def _start_index(events: list[Event], start: MatchClock | None) -> int:
     if start is None:
         return 0
     key = start.sort_key
-    for i, item in enumerate(stream):
-        if item.event.clock.sort_key >= key:
+    for i, event in enumerate(events):
+        if event.clock.sort_key >= key:
             return i
-    return len(stream)
+    return len(events)
+
+
+def _plan(
+    source: Match | Recording, options: ReplayOptions
+) -> tuple[MatchState, list[Event], list[MatchState], list[float]]:
+    """The state before the first event, the events, the state after each, and wall offsets."""
+    if isinstance(source, Recording):
+        return (
+            source.initial,
+            list(source.events),
+            list(source.states),
+            source.wall_offsets(options.speed),
+        )
+    stream = expand(source)
+    initial = state = state_before(source, stream, 0)
+    states = []
+    for item in stream:
+        state = apply(state, item.event)
+        states.append(state)
+    offsets = wall_offsets(stream, options, source.break_minutes)
+    return initial, [item.event for item in stream], states, offsets
 
 
 class Replayer:
@@ -155,28 +177,27 @@ class Replayer:
         self._clock = clock or MonotonicClock()
         self._wall_now = wall_now
 
-    async def run(self, match: Match) -> ReplayReport:
-        """Replay ``match`` from ``options.start`` to full time."""
+    async def run(self, match: Match | Recording) -> ReplayReport:
+        """Replay ``match`` (a match file, or a recording) from ``options.start`` to the end."""
         opts = self.options
-        stream = expand(match)
-        begin = _start_index(stream, opts.start)
+        initial, events, states, offsets = _plan(match, opts)
+        begin = _start_index(events, opts.start)
         log = _log.bind(match_id=match.match_id)
         report = ReplayReport(match_id=match.match_id)
-        state = state_before(match, stream, begin)
-        offsets = wall_offsets(stream, opts, match.break_minutes)
-        base = offsets[begin] if begin < len(stream) else 0.0
+        state = states[begin - 1] if begin else initial
+        base = offsets[begin] if begin < len(events) else 0.0
         topics = opts.topics
         events_topic, state_topic = topics.events(match.match_id), topics.state(match.match_id)
         window = asyncio.Semaphore(opts.max_inflight if opts.speed is None else 1)
 
         log.info(
             "replay.started",
-            events=len(stream) - begin,
-            first_seq=begin + 1,
+            events=len(events) - begin,
+            first_seq=events[begin].seq if begin < len(events) else None,
             speed=opts.speed or "max",
             start=opts.start.label if opts.start else "kickoff",
         )
-        if begin > 0:
+        if state.last_seq > 0:  # a start mid-match: say the score first
             await self._pub.publish(
                 state_topic,
                 encode_state(state),
@@ -189,19 +210,20 @@ class Replayer:
         t0 = self._clock.now()
         wall0 = self._wall_now()
         async with asyncio.TaskGroup() as tg:
-            for item, offset in zip(stream[begin:], offsets[begin:], strict=True):
+            for i in range(begin, len(events)):
+                offset = offsets[i]
                 deadline = t0 + offset - base
                 if opts.speed is not None:
                     await self._clock.sleep_until(deadline)
                 late = self._clock.now() - deadline
                 now = self._wall_now()
-                event = item.event.model_copy(
+                event = events[i].model_copy(
                     update={
                         "emitted_at": now,
                         "scheduled_at": wall0 + dt.timedelta(seconds=offset - base),
                     }
                 )
-                state = apply(state, event)
+                state = states[i]
                 await window.acquire()
                 tg.create_task(self._send(window, events_topic, state_topic, event, state))
                 report.lateness_s.append(late if opts.speed is not None else 0.0)
