@@ -1,0 +1,262 @@
+"""A test kit for subscriber authors: run subscribers on a match, with no broker.
+
+In the spirit of FastStream's ``TestBroker``: the messages go through the same runner as in
+production (decoding, ordering, de-duplication, gap handling, per-handler isolation), only fed
+from memory instead of a connection::
+
+    from matchcast.testing import Harness
+    from events import Goal
+
+    from goal_alerts import sub
+
+    async def test_alerts_on_each_goal() -> None:
+        async with Harness(sub) as h:
+            await h.play("semifinal")
+        assert [e.scorer for e in h.seen(Goal)] == ["Anthony Gordon", ...]
+        assert h.errors == []
+
+See docs/subscribers.md for the whole kit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import structlog
+
+from consumers import HandlerCall, Runner, RunnerStats, Subscriber, as_subscriber
+from events import (
+    BaseEvent,
+    Event,
+    MatchClock,
+    MatchState,
+    Message,
+    Topics,
+    apply,
+    encode_event,
+    encode_state,
+)
+from simulator import Recording, expand, resolve_sources
+
+__all__ = ["Harness", "match_events"]
+
+
+def match_events(match: str | Path = "semifinal") -> list[Event]:
+    """Every event of a match as the replayer would publish it.
+
+    Args:
+        match: a bundled match name, a match file, or a recording (``.jsonl``).
+    """
+    events: list[Event] = []
+    for source in resolve_sources(str(match)):
+        if isinstance(source, Recording):
+            events += source.events
+        else:
+            events += [item.event for item in expand(source)]
+    return events
+
+
+def _clock(start: str | int | MatchClock) -> MatchClock:
+    if isinstance(start, MatchClock):
+        return start
+    minute, _, added = str(start).strip().rstrip("'").partition("+")
+    return MatchClock.at(int(minute), int(added or 0))
+
+
+class Harness:
+    """Runs subscribers on events fed from memory and records what their handlers did.
+
+    Use as ``async with Harness(sub) as h:``; leaving the block lets the handlers finish and
+    runs the stop hooks, like a consumer shutting down.
+
+    Args:
+        subscribers: :class:`~consumers.Subscriber` objects (or objects with ``.subscriber``).
+        topics: the topic tree the messages are put on.
+        match_filter, queue_size, handler_timeout, drain_timeout: as for
+            :class:`~consumers.Runner`.
+        capture_logs: capture the runner's structlog entries into :attr:`logs` (they are not
+            printed then).
+
+    Attributes:
+        calls: every handler call, in the order they finished.
+        logs: the captured log entries (dicts with an ``event`` key, e.g. ``handler.failed``).
+    """
+
+    __test__ = False  # not a test class, whatever pytest thinks of its name
+
+    def __init__(
+        self,
+        *subscribers: Subscriber | object,
+        topics: Topics | None = None,
+        match_filter: str = "+",
+        queue_size: int = 1000,
+        handler_timeout: float = 10.0,
+        drain_timeout: float = 30.0,
+        capture_logs: bool = True,
+    ) -> None:
+        subs = [as_subscriber(s, getattr(s, "name", repr(s))) for s in subscribers]
+        self.topics = topics or Topics()
+        self.calls: list[HandlerCall] = []
+        self.logs: list[dict[str, Any]] = []
+        self.runner = Runner(
+            subs,
+            topics=self.topics,
+            match_filter=match_filter,
+            queue_size=queue_size,
+            handler_timeout=handler_timeout,
+            drain_timeout=drain_timeout,
+            observer=self.calls.append,
+        )
+        self._capture = capture_logs
+        self._capturing: Any = None
+
+    async def __aenter__(self) -> Self:
+        if self._capture:
+            self._capturing = structlog.testing.capture_logs()
+            self.logs = self._capturing.__enter__()
+        try:
+            await self.runner.start()
+        except BaseException:
+            self._stop_capture()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            await self.runner.close()
+        finally:
+            self._stop_capture()
+
+    def _stop_capture(self) -> None:
+        if self._capturing is not None:
+            self._capturing.__exit__(None, None, None)
+            self._capturing = None
+
+    # ------------------------------------------------------------ feeding
+
+    def message(self, item: Event | MatchState | Message) -> Message:
+        """The message the replayer would publish for an event or a state snapshot."""
+        if isinstance(item, Message):
+            return item
+        if isinstance(item, MatchState):
+            topic = self.topics.state(item.match_id)
+            return Message(topic, encode_state(item), qos=1, retain=True)
+        return Message(self.topics.events(item.match_id), encode_event(item), qos=1)
+
+    async def send(self, *items: Event | MatchState | Message, wait: bool = True) -> None:
+        """Feed events, state snapshots or raw messages, in order, as if they had arrived.
+
+        Args:
+            wait: return once every handler has finished with them (else at once).
+        """
+        for item in items:
+            await self.runner.feed(self.message(item))
+        if wait:
+            await self.idle()
+
+    async def play(
+        self,
+        match: str | Path | Iterable[Event] = "semifinal",
+        *,
+        start: str | int | MatchClock | None = None,
+        snapshots: bool = True,
+        wait: bool = True,
+    ) -> None:
+        """Feed a whole match the way the replayer publishes it.
+
+        Args:
+            match: a bundled match name, a match file, a recording, or the events themselves.
+            start: join at this minute (``60``, ``"90+2"``): the state snapshot at that point
+                comes first, as a subscriber joining mid-match gets it.
+            snapshots: follow each event with the state after it, as the replayer does.
+            wait: return once every handler has finished (else at once).
+        """
+        events = match_events(match) if isinstance(match, str | Path) else list(match)
+        states: dict[str, MatchState] = {}
+        joined: set[str] = set()
+        key = _clock(start).sort_key if start is not None else None
+        for event in events:
+            state = states.get(event.match_id) or MatchState.new(event.match_id)
+            if key is not None and event.clock.sort_key < key:
+                states[event.match_id] = apply(state, event)
+                continue
+            if key is not None and event.match_id not in joined:
+                joined.add(event.match_id)
+                await self.send(state, wait=False)
+            states[event.match_id] = state = apply(state, event)
+            await self.send(event, wait=False)
+            if snapshots:
+                await self.send(state, wait=False)
+        if wait:
+            await self.idle()
+
+    async def idle(self) -> None:
+        """Wait until every handler has finished with what was fed so far."""
+        await self.runner.join()
+
+    # ------------------------------------------------------------ what happened
+
+    @property
+    def stats(self) -> RunnerStats:
+        """The runner's counters: duplicates, gaps, handler errors, ..."""
+        return self.runner.stats
+
+    @property
+    def states(self) -> dict[str, MatchState]:
+        """The runner's state of every match seen."""
+        return self.runner.states
+
+    def state(self, match_id: str | None = None) -> MatchState:
+        """The state of ``match_id``, or of the one match seen."""
+        if match_id is None:
+            if len(self.states) != 1:
+                raise LookupError(f"say which match: {sorted(self.states)}")
+            return next(iter(self.states.values()))
+        return self.states[match_id]
+
+    @property
+    def errors(self) -> list[HandlerCall]:
+        """The calls that raised; ``call.error`` is the exception, with its traceback."""
+        return [c for c in self.calls if c.outcome == "error"]
+
+    @property
+    def timeouts(self) -> list[HandlerCall]:
+        """The calls abandoned at their timeout."""
+        return [c for c in self.calls if c.outcome == "timeout"]
+
+    def calls_to(self, handler: str) -> list[HandlerCall]:
+        """The calls of one handler, named ``function``, ``Class.method`` or ``sub.function``."""
+        return [
+            c
+            for c in self.calls
+            if c.handler == handler or c.handler.endswith(("." + handler, ":" + handler))
+        ]
+
+    def seen(self, *types: type[BaseEvent]) -> list[Event]:
+        """The events handed to at least one handler, once each, in order (of these types)."""
+        out: list[Event] = []
+        done: set[tuple[str, int]] = set()
+        for c in self.calls:
+            e = c.event
+            if e is None or (e.match_id, e.seq) in done:
+                continue
+            if not types or isinstance(e, types):
+                done.add((e.match_id, e.seq))
+                out.append(e)
+        return out
+
+    def logged(self, name: str) -> list[dict[str, Any]]:
+        """The captured log entries named ``name``, e.g. ``handler.failed``."""
+        return [entry for entry in self.logs if entry.get("event") == name]
+
+    def __repr__(self) -> str:
+        names: Sequence[str] = [s.name for s in self.runner.subscribers]
+        return f"Harness({', '.join(names)}, calls={len(self.calls)})"
