@@ -106,11 +106,18 @@ async def run_watch(
     client_id: str | None = None,
     protocol: Protocol = "auto",
     runner: Runner | None = None,
+    clean_start: bool = True,
+    session_expiry: int | None = None,
 ) -> dict[str, MatchState]:
     """Run subscribers against the broker until stopped, or until every match named in
     ``until_finished`` has reached full time. Returns the final states.
 
     Pass ``runner`` to watch its ``subscribed`` event or call its ``stop()`` from outside.
+    ``clean_start=False`` with a fixed ``client_id`` (and, on MQTT 5, a ``session_expiry``
+    in seconds) resumes the broker session: what was published while away is delivered.
+
+    The connection is closed before the lanes drain, so nothing is acknowledged to the
+    broker that the handlers will not see.
     """
     remaining = set(until_finished or ())
     subs = list(subscribers)
@@ -131,6 +138,16 @@ async def run_watch(
         runner = Runner(subs, topics=topics, match_filter=match_filter)
     else:
         runner.subscribers.extend(s for s in subs if s not in runner.subscribers)
-    async with MqttClient(url, client_id=client_id, protocol=protocol) as client:
+    # The connection closes (last in, first out) before the runner drains its lanes.
+    async with (
+        runner,
+        MqttClient(
+            url,
+            client_id=client_id,
+            protocol=protocol,
+            clean_start=clean_start,
+            session_expiry=session_expiry,
+        ) as client,
+    ):
         await runner.run(client, qos=qos)
     return runner.states

@@ -411,7 +411,7 @@ def main() -> None:
 
 #: Modules that add commands of their own; each defines ``register(app: typer.Typer)``.
 #: They may use this module's helpers (``_fail``, ``_run``, ``_broker``, ``_speed``, ...).
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("matchcast.cmd_consume",)
 
 
 def _register_commands() -> None:
