@@ -23,6 +23,7 @@ from typing import Annotated
 import structlog
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from consumers import PluginError, Runner, Subscriber, installed_plugins, load_plugin, split_options
@@ -231,9 +232,11 @@ def _print_installed() -> None:
         console.print("No subscribers installed in the group matchcast.subscribers.")
         return
     table = Table(title="Installed subscribers (matchcast consume NAME)", title_justify="left")
-    for column in ("name", "what it does", "options", "from"):
+    table.add_column("name", no_wrap=True, style="bold")
+    for column in ("what it does", "options", "from"):
         table.add_column(column, overflow="fold")
     for p in found:
-        what = f"[red]cannot load: {p.error}[/]" if p.error else p.summary
-        table.add_row(p.name, what, "\n".join(p.options), f"{p.target}\n{p.package}")
+        what = f"[red]cannot load: {escape(p.error)}[/]" if p.error else escape(p.summary)
+        source = f"{escape(p.package)}\n[dim]{escape(p.target)}[/]"
+        table.add_row(p.name, what, escape("\n".join(p.options)), source)
     console.print(table)
