@@ -15,8 +15,9 @@ Delivery rules, applied by the reader before any handler runs:
 - an event that arrives before any state of its match (a persistent session resuming: the
   broker sends what it queued before the retained snapshot) is held until the snapshot
   published right after it arrives, then delivered with it;
-- an event with an old seq but emitted after everything applied so far is a new replay of the
-  match: the lane starts again from scratch.
+- a new replay of a match reuses its seqs. An event with an old seq emitted after everything
+  applied so far (or a kick-off, seq 1, when the state came from a snapshot), and a live (not
+  retained) snapshot older than the state, start the match's lane again from scratch.
 
 A lane whose handlers are slower than its events fills its queue. The reader then stops
 queueing that match's events (counting them as ``overflowed``) and keeps its state right; once
@@ -338,7 +339,8 @@ class Runner:
             return
         try:
             if kind == "state":
-                self._on_snapshot(decode_state(message.payload, topic=message.topic))
+                snapshot = decode_state(message.payload, topic=message.topic)
+                self._on_snapshot(snapshot, retained=message.retain)
             else:
                 self._on_event(decode_event(message.payload, topic=message.topic))
         except DecodeError as err:
@@ -355,11 +357,15 @@ class Runner:
             self._lanes[match_id] = lane
         return lane
 
-    def _on_snapshot(self, snapshot: MatchState) -> None:
+    def _on_snapshot(self, snapshot: MatchState, *, retained: bool = True) -> None:
         self.stats.snapshots += 1
         lane = self._lane(snapshot.match_id)
         snapshot = with_score_dict(snapshot)
         log = _log.bind(match_id=snapshot.match_id, seq=snapshot.last_seq)
+        if not retained and lane.state is not None and snapshot.last_seq < lane.state.last_seq:
+            # States never go back within a run: a replay started again (``--from``). A
+            # *retained* older one is only a late delivery of what the broker held.
+            self._restart(lane)
         if lane.state is None:
             held, lane.held = lane.held, []
             lane.state = snapshot
@@ -385,15 +391,8 @@ class Runner:
         self.stats.events += 1
         lane = self._lane(event.match_id)
         log = _log.bind(match_id=event.match_id, seq=event.seq)
-        if (
-            lane.state is not None
-            and event.seq <= lane.state.last_seq
-            and lane.last_emitted is not None
-            and event.emitted_at > lane.last_emitted
-        ):
-            self.stats.restarts += 1
-            log.info("match.restarted", last_seq=lane.state.last_seq)
-            lane.state, lane.resync_from, lane.last_emitted = None, None, None
+        if self._is_new_run(lane, event):
+            self._restart(lane)
         if lane.state is None:
             if event.seq > 1:
                 lane.held.append(event)
@@ -404,6 +403,23 @@ class Runner:
                 return
             lane.state = MatchState.new(event.match_id)
         self._sequence(lane, event)
+
+    @staticmethod
+    def _is_new_run(lane: _Lane, event: Event) -> bool:
+        if lane.state is None or event.seq > lane.state.last_seq:
+            return False
+        # A redelivery was emitted with an event applied already; a new run, after all of them.
+        # Without an event applied yet (joined from a snapshot) only a kick-off says so.
+        if lane.last_emitted is None:
+            return event.seq == 1
+        return event.emitted_at > lane.last_emitted
+
+    def _restart(self, lane: _Lane) -> None:
+        """A new replay of the match: forget its state; what comes next starts it again."""
+        assert lane.state is not None
+        self.stats.restarts += 1
+        _log.info("match.restarted", match_id=lane.match_id, last_seq=lane.state.last_seq)
+        lane.state, lane.resync_from, lane.last_emitted, lane.held = None, None, None, []
 
     def _release(self, lane: _Lane) -> None:
         """Stop waiting for a snapshot: deliver the held events from an empty state."""

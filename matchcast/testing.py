@@ -142,23 +142,31 @@ class Harness:
 
     # ------------------------------------------------------------ feeding
 
-    def message(self, item: Event | MatchState | Message) -> Message:
-        """The message the replayer would publish for an event or a state snapshot."""
+    def message(self, item: Event | MatchState | Message, *, retain: bool = True) -> Message:
+        """The message a subscriber receives for an event or a state snapshot.
+
+        Args:
+            retain: for a snapshot, whether it arrives as the broker's retained message (as
+                on joining) or as published live, right after its event.
+        """
         if isinstance(item, Message):
             return item
         if isinstance(item, MatchState):
             topic = self.topics.state(item.match_id)
-            return Message(topic, encode_state(item), qos=1, retain=True)
+            return Message(topic, encode_state(item), qos=1, retain=retain)
         return Message(self.topics.events(item.match_id), encode_event(item), qos=1)
 
-    async def send(self, *items: Event | MatchState | Message, wait: bool = True) -> None:
+    async def send(
+        self, *items: Event | MatchState | Message, wait: bool = True, retain: bool = True
+    ) -> None:
         """Feed events, state snapshots or raw messages, in order, as if they had arrived.
 
         Args:
             wait: return once every handler has finished with them (else at once).
+            retain: snapshots arrive as retained messages (as on joining), else as live ones.
         """
         for item in items:
-            await self.runner.feed(self.message(item))
+            await self.runner.feed(self.message(item, retain=retain))
         if wait:
             await self.idle()
 
@@ -194,7 +202,7 @@ class Harness:
             states[event.match_id] = state = apply(state, event)
             await self.send(event, wait=False)
             if snapshots:
-                await self.send(state, wait=False)
+                await self.send(state, wait=False, retain=False)
         if wait:
             await self.idle()
 

@@ -285,12 +285,34 @@ async def test_a_new_replay_of_the_same_match_starts_the_lane_again() -> None:
     ]
     async with Harness(sub) as h:
         await h.play(EVENTS)
-        await h.play(EVENTS)  # a redelivery: the same events, dropped
+        await h.play(EVENTS, snapshots=False)  # a redelivery: the same events, dropped
         await h.play(later)  # a new run: emitted after everything seen
     assert len(kickoffs) == 4
     assert h.stats.restarts == 1
     assert h.stats.duplicates == len(EVENTS)
     assert h.logged("match.restarted")
+
+
+async def test_a_new_replay_after_joining_from_a_finished_snapshot_is_seen() -> None:
+    """The consumer's state came from the retained full-time snapshot of an earlier run."""
+    sub, seen = recorder()
+    async with Harness(sub) as h:
+        await h.send(STATES[-1])
+        await h.play(EVENTS[:3])
+    assert seen == [("state", len(EVENTS)), ("event", 1), ("event", 2), ("event", 3)]
+    assert h.stats.restarts == 1
+
+
+async def test_a_new_replay_from_mid_match_is_seen_from_its_first_snapshot() -> None:
+    """``replay --from``: the new run publishes the state before its first event, live."""
+    sub, seen = recorder()
+    async with Harness(sub) as h:
+        await h.play(EVENTS)
+        await h.send(STATES[79], retain=False)
+        await h.play(EVENTS[80:83])
+        await h.send(STATES[10], retain=True)  # a late retained delivery: not a new run
+    assert seen[-4:] == [("state", 80), ("event", 81), ("event", 82), ("event", 83)]
+    assert h.stats.restarts == 1
 
 
 async def test_a_lane_that_falls_behind_skips_to_its_state_and_others_go_on() -> None:
