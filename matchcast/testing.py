@@ -2,7 +2,15 @@
 
 In the spirit of FastStream's ``TestBroker``: the messages go through the same runner as in
 production (decoding, ordering, de-duplication, gap handling, per-handler isolation), only fed
-from memory instead of a connection::
+from memory instead of a connection. From a plain (synchronous) test::
+
+    from matchcast.testing import play
+
+    def test_alerts_on_each_goal() -> None:
+        h = play(sub, "semifinal")
+        assert len(h.seen(Goal)) == 3
+
+and from an async one (pytest-asyncio), with more control::
 
     from matchcast.testing import Harness
     from events import Goal
@@ -20,6 +28,7 @@ See docs/subscribers.md for the whole kit.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -41,7 +50,7 @@ from events import (
 )
 from simulator import Recording, expand, resolve_sources
 
-__all__ = ["Harness", "match_events"]
+__all__ = ["Harness", "match_events", "play"]
 
 
 def match_events(match: str | Path = "semifinal") -> list[Event]:
@@ -268,3 +277,24 @@ class Harness:
     def __repr__(self) -> str:
         names: Sequence[str] = [s.name for s in self.runner.subscribers]
         return f"Harness({', '.join(names)}, calls={len(self.calls)})"
+
+
+def play(
+    *subscribers: Subscriber | object,
+    match: str | Path | Iterable[Event] = "semifinal",
+    start: str | int | MatchClock | None = None,
+    **options: Any,
+) -> Harness:
+    """Play a match through subscribers from synchronous code; returns the finished harness.
+
+    The same as ``async with Harness(*subscribers, **options) as h: await h.play(match,
+    start=start)``, run with :func:`asyncio.run`, so a plain pytest test can use it. Not from
+    inside a running event loop: use :class:`Harness` there.
+    """
+
+    async def go() -> Harness:
+        async with Harness(*subscribers, **options) as h:
+            await h.play(match, start=start)
+        return h
+
+    return asyncio.run(go())

@@ -10,7 +10,7 @@ import structlog
 from consumers import Recorder, Scoreboard, Subscriber
 from events import BaseEvent, Goal, MatchState, Message, Topics
 from matchcast import testing
-from matchcast.testing import Harness, match_events
+from matchcast.testing import Harness, match_events, play
 from simulator import bundled_path
 
 EVENTS = match_events()
@@ -87,5 +87,11 @@ async def test_logs_are_captured_unless_told_not_to() -> None:
 
 
 def test_the_kit_exports_what_the_docs_name() -> None:
-    assert testing.__all__ == ["Harness", "match_events"]
+    assert testing.__all__ == ["Harness", "match_events", "play"]
     assert repr(Harness(counting())) == "Harness(count, calls=0)"
+
+
+def test_play_runs_a_match_from_a_plain_synchronous_test() -> None:
+    h = play(counting(), match="semifinal", start=60, handler_timeout=1.0)
+    assert [e.scorer for e in h.seen(Goal)] == ["Enzo Fernández", "Lautaro Martínez"]
+    assert h.runner.handler_timeout == 1.0
