@@ -360,6 +360,53 @@ async def test_sigterm_lets_the_handler_in_flight_finish_then_exits_0(
     assert "consumer.stopped" in stderr
 
 
+SEQ_PLUGIN = """
+from pathlib import Path
+from consumers import Subscriber
+from events import BaseEvent, MatchState
+
+OUT = Path(__file__).with_suffix(".log")
+sub = Subscriber("seq-writer")
+
+@sub.on()
+def note(event: BaseEvent, state: MatchState) -> None:
+    with OUT.open("a") as f:
+        f.write(f"{event.seq}\\n")
+
+@sub.on_state
+def joined(state: MatchState) -> None:
+    with OUT.open("a") as f:
+        f.write(f"state {state.last_seq}\\n")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.mosquitto
+async def test_consume_with_a_session_resumes_after_a_restart(
+    mosquitto_url: BrokerURL, topics: Topics, tmp_path: Path
+) -> None:
+    plugin = tmp_path / "seq_writer.py"
+    plugin.write_text(textwrap.dedent(SEQ_PLUGIN))
+    log = plugin.with_suffix(".log")
+    args = [str(plugin), "--broker", str(mosquitto_url), "--root", topics.root, "--session"]
+
+    async def run_until(lines: int, publish_from: int, publish_to: int) -> None:
+        async with Consumer(*args) as consumer:
+            await publish(mosquitto_url, topics, publish_from, publish_to)
+            async with asyncio.timeout(30):
+                while not log.exists() or len(log.read_text().splitlines()) < lines:  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+            assert consumer.proc is not None
+            consumer.proc.send_signal(signal.SIGTERM)
+            rc, _, stderr = await consumer.finish()
+            assert rc == 0, stderr
+
+    await run_until(5, 0, 5)
+    await publish(mosquitto_url, topics, 5, 10)  # while it is down
+    await run_until(10, 10, 10)
+    assert log.read_text().splitlines() == [str(s) for s in range(1, 11)]
+
+
 @pytest.fixture(scope="module")
 def example_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """examples/goal-alerts pip-installed into a directory of its own, not into the venv."""
