@@ -29,7 +29,7 @@ See docs/subscribers.md for the whole kit.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -121,6 +121,7 @@ class Harness:
         )
         self._capture = capture_logs
         self._capturing: Any = None
+        self._published: dict[str, MatchState] = {}  # per match, as the publisher has it
 
     async def __aenter__(self) -> Self:
         if self._capture:
@@ -184,31 +185,41 @@ class Harness:
         match: str | Path | Iterable[Event] = "semifinal",
         *,
         start: str | int | MatchClock | None = None,
+        lose: Container[int] = (),
         snapshots: bool = True,
         wait: bool = True,
     ) -> None:
-        """Feed a whole match the way the replayer publishes it.
+        """Feed a match the way the replayer publishes it: each event, then the state after it.
+
+        The states are the publisher's: they continue from what this harness played of the
+        match before, and an event whose seq is not past them starts the match again, as a
+        replayer started again would.
 
         Args:
             match: a bundled match name, a match file, a recording, or the events themselves.
-            start: join at this minute (``60``, ``"90+2"``): the state snapshot at that point
+            start: join at this minute (``60``, ``"90+2"``): the retained state at that point
                 comes first, as a subscriber joining mid-match gets it.
+            lose: seqs whose event and state never arrive (the publisher's state still has
+                them), to make a gap.
             snapshots: follow each event with the state after it, as the replayer does.
             wait: return once every handler has finished (else at once).
         """
         events = match_events(match) if isinstance(match, str | Path) else list(match)
-        states: dict[str, MatchState] = {}
         joined: set[str] = set()
         key = _clock(start).sort_key if start is not None else None
         for event in events:
-            state = states.get(event.match_id) or MatchState.new(event.match_id)
+            state = self._published.get(event.match_id)
+            if state is None or event.seq <= state.last_seq:
+                state = MatchState.new(event.match_id)
             if key is not None and event.clock.sort_key < key:
-                states[event.match_id] = apply(state, event)
+                self._published[event.match_id] = apply(state, event)
                 continue
             if key is not None and event.match_id not in joined:
                 joined.add(event.match_id)
                 await self.send(state, wait=False)
-            states[event.match_id] = state = apply(state, event)
+            self._published[event.match_id] = state = apply(state, event)
+            if event.seq in lose:
+                continue
             await self.send(event, wait=False)
             if snapshots:
                 await self.send(state, wait=False, retain=False)

@@ -95,3 +95,14 @@ def test_play_runs_a_match_from_a_plain_synchronous_test() -> None:
     h = play(counting(), match="semifinal", start=60, handler_timeout=1.0)
     assert [e.scorer for e in h.seen(Goal)] == ["Enzo Fernández", "Lautaro Martínez"]
     assert h.runner.handler_timeout == 1.0
+
+
+async def test_play_continues_the_publishers_state_across_calls() -> None:
+    """The snapshots of a second play() carry what the first one played."""
+    async with Harness(counting()) as h:
+        await h.play(EVENTS[:50])
+        await h.play(EVENTS[50:], lose=range(51, 56))
+    assert h.stats.resyncs == 1
+    assert h.state().home is not None
+    assert h.state() == h.runner.states[EVENTS[0].match_id]
+    assert h.state().goals[0].scorer == "Anthony Gordon"
