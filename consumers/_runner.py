@@ -1,46 +1,33 @@
 """The consumer runner: subscribe, decode, order, deduplicate, and dispatch.
 
-One reader takes messages off the connection in arrival order. For each match it keeps the
-state (the reducer's output) and a lane: a bounded queue and a worker that calls the handlers
-of every subscriber in seq order. Matches run concurrently; handlers of one match never
-overlap, and the reader never waits for a lane.
-
-Delivery rules, applied by the reader before any handler runs:
-
-- a malformed message is logged with its topic and reason, counted, and skipped;
-- an event whose seq was already applied (a QoS 1 redelivery) is dropped;
-- an event past the next seq is a gap: reported, applied, and the state is replaced by the
-  next retained snapshot that covers it;
-- a retained snapshot seeds the state of a match joined mid-way, so nothing is counted twice;
-- an event that arrives before any state of its match (a persistent session resuming: the
-  broker sends what it queued before the retained snapshot) is held until the snapshot
-  published right after it arrives, then delivered with it;
-- a new replay of a match reuses its seqs. An event with an old seq emitted after everything
-  applied so far (or a kick-off, seq 1, when the state came from a snapshot), and a live (not
-  retained) snapshot older than the state, start the match's lane again from scratch.
+One reader takes messages off the connection in arrival order, decodes them (a malformed one
+is logged with its topic and reason, counted, and skipped) and hands each to its match's
+:class:`~consumers._sequencer.Sequencer`, which applies the delivery rules (duplicates, gaps,
+late joins, resumed sessions, new runs). What it delivers goes to the match's lane: a bounded
+queue and a worker that calls the handlers of every subscriber in seq order. Matches run
+concurrently; handlers of one match never overlap, and the reader never waits for a lane.
 
 A lane whose handlers are slower than its events fills its queue. The reader then stops
-queueing that match's events (counting them as ``overflowed``) and keeps its state right; once
-the worker has worked the queue down to half, it hands the handlers that state through
-``on_state`` and the lane carries on live. Other matches never wait.
+queueing that match's events (counting them as ``overflowed``) while its sequencer keeps the
+state right; once the worker has worked the queue down to half, it hands the handlers that
+state through ``on_state`` and the lane carries on live. Other matches never wait.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Literal, Self
 
 import structlog
 
 from consumers._errors import PluginError
-from consumers._score import with_score_dict
+from consumers._sequencer import Delivery, RunnerStats, Sequencer
 from consumers._subscriber import Subscriber, call_handler, handler_name
 from events import (
     DecodeError,
@@ -49,8 +36,6 @@ from events import (
     Message,
     MessageSource,
     Topics,
-    apply,
-    check_sequence,
     decode_event,
     decode_state,
 )
@@ -59,34 +44,8 @@ __all__ = ["HandlerCall", "Runner", "RunnerStats"]
 
 _log = structlog.get_logger("matchcast.consumer")
 
-#: Events held for a match with no state yet before giving up on a snapshot arriving.
-HOLD_LIMIT = 32
 #: A sync handler that runs this long (seconds) blocked every match; the runner says so.
 BLOCKING_WARN_S = 0.2
-
-
-@dataclass(slots=True)
-class RunnerStats:
-    """Counters of one runner, for logs, tests and metrics."""
-
-    received: int = 0
-    events: int = 0
-    snapshots: int = 0
-    rejected: int = 0
-    duplicates: int = 0
-    gaps: int = 0
-    missing: int = 0
-    resyncs: int = 0
-    restarts: int = 0
-    handled: int = 0
-    handler_errors: int = 0
-    handler_timeouts: int = 0
-    overflowed: int = 0
-    catch_ups: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        """The counters by name."""
-        return {k: getattr(self, k) for k in self.__slots__}
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,24 +68,20 @@ class HandlerCall:
     error: BaseException | None = None
 
 
-_Item = tuple[Event | None, MatchState]
 _Fn = Callable[..., Awaitable[None] | None]
 
 
 @dataclass(slots=True)
 class _Lane:
     match_id: str
-    queue: asyncio.Queue[_Item]
-    state: MatchState | None = None
-    resync_from: int | None = None  # a snapshot with last_seq >= this replaces the state
-    held: list[Event] = field(default_factory=list)
-    last_emitted: dt.datetime | None = None
+    queue: asyncio.Queue[Delivery]
+    seq: Sequencer
     worker: asyncio.Task[None] | None = None
     behind: bool = False
     skipped: int = 0
     pending: int = 0  # queued or being handled
 
-    def put(self, item: _Item) -> None:
+    def put(self, item: Delivery) -> None:
         self.queue.put_nowait(item)
         self.pending += 1
 
@@ -186,7 +141,7 @@ class Runner:
     @property
     def states(self) -> dict[str, MatchState]:
         """The current state of every match seen so far."""
-        return {m: lane.state for m, lane in self._lanes.items() if lane.state is not None}
+        return {m: lane.seq.state for m, lane in self._lanes.items() if lane.seq.state is not None}
 
     @property
     def behind(self) -> list[str]:
@@ -309,8 +264,7 @@ class Runner:
     async def drain(self) -> None:
         """Let every lane finish what it has queued (up to ``drain_timeout``), then stop them."""
         for lane in self._lanes.values():
-            if lane.held:
-                self._release(lane)
+            self._enqueue(lane, lane.seq.release())
         try:
             async with asyncio.timeout(self.drain_timeout):
                 await self.join()
@@ -340,9 +294,12 @@ class Runner:
         try:
             if kind == "state":
                 snapshot = decode_state(message.payload, topic=message.topic)
-                self._on_snapshot(snapshot, retained=message.retain)
+                lane = self._lane(snapshot.match_id)
+                self._enqueue(lane, lane.seq.on_snapshot(snapshot, retained=message.retain))
             else:
-                self._on_event(decode_event(message.payload, topic=message.topic))
+                event = decode_event(message.payload, topic=message.topic)
+                lane = self._lane(event.match_id)
+                self._enqueue(lane, lane.seq.on_event(event))
         except DecodeError as err:
             self.stats.rejected += 1
             _log.warning(
@@ -352,125 +309,30 @@ class Runner:
     def _lane(self, match_id: str) -> _Lane:
         lane = self._lanes.get(match_id)
         if lane is None:
-            lane = _Lane(match_id, asyncio.Queue(self.queue_size))
+            lane = _Lane(match_id, asyncio.Queue(self.queue_size), Sequencer(match_id, self.stats))
             lane.worker = asyncio.ensure_future(self._work(lane))
             self._lanes[match_id] = lane
         return lane
 
-    def _on_snapshot(self, snapshot: MatchState, *, retained: bool = True) -> None:
-        self.stats.snapshots += 1
-        lane = self._lane(snapshot.match_id)
-        snapshot = with_score_dict(snapshot)
-        log = _log.bind(match_id=snapshot.match_id, seq=snapshot.last_seq)
-        if not retained and lane.state is not None and snapshot.last_seq < lane.state.last_seq:
-            # States never go back within a run: a replay started again (``--from``). A
-            # *retained* older one is only a late delivery of what the broker held.
-            self._restart(lane)
-        if lane.state is None:
-            held, lane.held = lane.held, []
-            lane.state = snapshot
-            if held and held[0].seq == snapshot.last_seq:
-                # The state published right after the first event we hold: resume with both.
-                log.info("state.synchronised", reason="resumed", score=snapshot.scoreline)
-                lane.last_emitted = held[0].emitted_at
-                self._enqueue(lane, held[0], snapshot)
-                held = held[1:]
-            else:
-                log.info("state.synchronised", reason="joined", score=snapshot.scoreline)
-                self._enqueue(lane, None, snapshot)
-            for event in held:
-                self._sequence(lane, event)
-        elif lane.resync_from is not None and snapshot.last_seq >= lane.resync_from:
-            lane.state = snapshot
-            lane.resync_from = None
-            self.stats.resyncs += 1
-            log.info("state.synchronised", reason="gap", score=snapshot.scoreline)
-            self._enqueue(lane, None, snapshot)
-
-    def _on_event(self, event: Event) -> None:
-        self.stats.events += 1
-        lane = self._lane(event.match_id)
-        log = _log.bind(match_id=event.match_id, seq=event.seq)
-        if self._is_new_run(lane, event):
-            self._restart(lane)
-        if lane.state is None:
-            if event.seq > 1:
-                lane.held.append(event)
-                if len(lane.held) <= HOLD_LIMIT:
-                    log.debug("event.held", reason="no state yet", held=len(lane.held))
-                    return
-                self._release(lane)
-                return
-            lane.state = MatchState.new(event.match_id)
-        self._sequence(lane, event)
-
-    @staticmethod
-    def _is_new_run(lane: _Lane, event: Event) -> bool:
-        if lane.state is None or event.seq > lane.state.last_seq:
-            return False
-        # A redelivery was emitted with an event applied already; a new run, after all of them.
-        # Without an event applied yet (joined from a snapshot) only a kick-off says so.
-        if lane.last_emitted is None:
-            return event.seq == 1
-        return event.emitted_at > lane.last_emitted
-
-    def _restart(self, lane: _Lane) -> None:
-        """A new replay of the match: forget its state; what comes next starts it again."""
-        assert lane.state is not None
-        self.stats.restarts += 1
-        _log.info("match.restarted", match_id=lane.match_id, last_seq=lane.state.last_seq)
-        lane.state, lane.resync_from, lane.last_emitted, lane.held = None, None, None, []
-
-    def _release(self, lane: _Lane) -> None:
-        """Stop waiting for a snapshot: deliver the held events from an empty state."""
-        _log.warning("state.snapshot_missing", match_id=lane.match_id, held=len(lane.held))
-        held, lane.held = lane.held, []
-        lane.state = MatchState.new(lane.match_id)
-        for event in held:
-            self._sequence(lane, event)
-
-    def _sequence(self, lane: _Lane, event: Event) -> None:
-        state = lane.state
-        assert state is not None
-        log = _log.bind(match_id=event.match_id, seq=event.seq)
-        check = check_sequence(state, event.seq)
-        if check.kind == "duplicate":
-            self.stats.duplicates += 1
-            log.debug("event.duplicate_dropped", last_seq=state.last_seq)
-            return
-        if check.kind == "gap":
-            self.stats.gaps += 1
-            self.stats.missing += len(check.missing)
-            lane.resync_from = event.seq
-            log.warning(
-                "sequence.gap_detected",
-                missing_from=check.missing.start,
-                missing_to=check.missing.stop - 1,
-                missing=len(check.missing),
-            )
-        lane.state = with_score_dict(apply(state, event))
-        if lane.last_emitted is None or event.emitted_at > lane.last_emitted:
-            lane.last_emitted = event.emitted_at
-        self._enqueue(lane, event, lane.state)
-
-    def _enqueue(self, lane: _Lane, event: Event | None, state: MatchState) -> None:
-        if not lane.behind:
-            try:
-                lane.put((event, state))
-            except asyncio.QueueFull:
-                lane.behind = True
-                _log.warning(
-                    "consumer.fell_behind",
-                    match_id=lane.match_id,
-                    seq=state.last_seq,
-                    queued=lane.queue.qsize(),
-                )
-            else:
-                return
-        # Behind: the state stays right here; the worker hands it over once it catches up.
-        if event is not None:
-            lane.skipped += 1
-            self.stats.overflowed += 1
+    def _enqueue(self, lane: _Lane, deliveries: list[Delivery]) -> None:
+        for event, state in deliveries:
+            if not lane.behind:
+                try:
+                    lane.put((event, state))
+                except asyncio.QueueFull:
+                    lane.behind = True
+                    _log.warning(
+                        "consumer.fell_behind",
+                        match_id=lane.match_id,
+                        seq=state.last_seq,
+                        queued=lane.queue.qsize(),
+                    )
+                else:
+                    continue
+            # Behind: the sequencer keeps the state; the worker hands it over on catching up.
+            if event is not None:
+                lane.skipped += 1
+                self.stats.overflowed += 1
 
     # ------------------------------------------------------------ the lanes
 
@@ -487,17 +349,15 @@ class Runner:
                 lane.done()
 
     def _catch_up(self, lane: _Lane) -> None:
-        assert lane.state is not None
+        state = lane.seq.state
+        assert state is not None
         lane.behind = False
         self.stats.catch_ups += 1
         _log.info(
-            "consumer.caught_up",
-            match_id=lane.match_id,
-            seq=lane.state.last_seq,
-            skipped=lane.skipped,
+            "consumer.caught_up", match_id=lane.match_id, seq=state.last_seq, skipped=lane.skipped
         )
         lane.skipped = 0
-        lane.put((None, lane.state))
+        lane.put((None, state))
 
     async def _dispatch(self, event: Event | None, state: MatchState) -> None:
         for sub in self.subscribers:

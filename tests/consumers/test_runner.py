@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from consumers import HandlerCall, PluginError, Runner, Subscriber
-from consumers._runner import HOLD_LIMIT
+from consumers._sequencer import HOLD_LIMIT
 from events import (
     BaseEvent,
     Event,
