@@ -167,7 +167,10 @@ class Runner:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close()
+        # Cancelled (a second Ctrl-C): stop the handlers now instead of draining.
+        await self.close(
+            abandon=exc_type is not None and issubclass(exc_type, asyncio.CancelledError)
+        )
 
     async def start(self) -> None:
         """Run every subscriber's start hooks, in order; idempotent.
@@ -193,13 +196,24 @@ class Runner:
                     ) from err
             started.append(sub)
 
-    async def close(self) -> None:
-        """Drain the lanes, then run every subscriber's stop hooks; idempotent."""
+    async def close(self, *, abandon: bool = False) -> None:
+        """Drain the lanes, then run every subscriber's stop hooks; idempotent.
+
+        Args:
+            abandon: cancel the handlers in flight and drop what is queued instead of draining.
+        """
         if not self._started or self._closed:
             return
         self._closed = True
         try:
-            await self.drain()
+            if abandon:
+                await self._abandon()
+            else:
+                try:
+                    await self.drain()
+                except asyncio.CancelledError:  # stopped again while draining
+                    await self._abandon()
+                    raise
         finally:
             await self._stop_hooks(self.subscribers)
             _log.info("consumer.stopped", **self.stats.as_dict())
@@ -274,6 +288,14 @@ class Runner:
                 timeout_s=self.drain_timeout,
                 abandoned=sum(lane.queue.qsize() for lane in self._lanes.values()),
             )
+        await self._stop_workers()
+
+    async def _abandon(self) -> None:
+        queued = sum(lane.pending for lane in self._lanes.values())
+        _log.warning("consumer.abandoned", queued=queued)
+        await self._stop_workers()
+
+    async def _stop_workers(self) -> None:
         for lane in self._lanes.values():
             if lane.worker is not None and not lane.worker.done():
                 lane.worker.cancel()

@@ -290,7 +290,8 @@ class Consumer:
     async def _read_rest(self) -> None:
         assert self.proc is not None
         assert self.proc.stderr is not None
-        self.stderr += [line async for line in self.proc.stderr]
+        async for line in self.proc.stderr:
+            self.stderr.append(line)
 
     async def __aenter__(self) -> Consumer:
         return await self.start()
@@ -339,8 +340,9 @@ def bye() -> None:
 
 @pytest.mark.slow
 @pytest.mark.mosquitto
-async def test_sigterm_lets_the_handler_in_flight_finish_then_exits_0(
-    mosquitto_url: BrokerURL, topics: Topics, tmp_path: Path
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+async def test_a_stop_signal_lets_the_handler_in_flight_finish_then_exits_0(
+    mosquitto_url: BrokerURL, topics: Topics, tmp_path: Path, sig: signal.Signals
 ) -> None:
     plugin = tmp_path / "slow_writer.py"
     plugin.write_text(textwrap.dedent(SLOW_PLUGIN))
@@ -352,12 +354,38 @@ async def test_sigterm_lets_the_handler_in_flight_finish_then_exits_0(
             while not log.exists():  # noqa: ASYNC110 - polling a file another process writes
                 await asyncio.sleep(0.02)
         assert consumer.proc is not None
-        consumer.proc.send_signal(signal.SIGTERM)
+        consumer.proc.send_signal(sig)
         rc, _, stderr = await consumer.finish()
     assert rc == 0, stderr
     assert log.read_text().splitlines() == ["started 1", "finished 1", "stopped"]
-    assert "consumer.stopping" in stderr
+    assert f'"signal": "{sig.name}"' in stderr
     assert "consumer.stopped" in stderr
+
+
+@pytest.mark.slow
+@pytest.mark.mosquitto
+async def test_a_second_stop_signal_gives_up_on_the_handler_at_once(
+    mosquitto_url: BrokerURL, topics: Topics, tmp_path: Path
+) -> None:
+    plugin = tmp_path / "slow_writer.py"
+    plugin.write_text(textwrap.dedent(SLOW_PLUGIN).replace("sleep(1.0)", "sleep(3600)"))
+    log = plugin.with_suffix(".log")
+    args = [str(plugin), "--broker", str(mosquitto_url), "--root", topics.root]
+    async with Consumer(*args, "--handler-timeout", "7200") as consumer:
+        await publish(mosquitto_url, topics, 0, 1)
+        async with asyncio.timeout(30):
+            while not log.exists():  # noqa: ASYNC110 - polling a file another process writes
+                await asyncio.sleep(0.02)
+        assert consumer.proc is not None
+        consumer.proc.send_signal(signal.SIGINT)
+        async with asyncio.timeout(30):
+            while not any(b"consumer.stopping" in line for line in consumer.stderr):  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        consumer.proc.send_signal(signal.SIGINT)
+        rc, _, stderr = await consumer.finish()
+    assert rc == 130, stderr
+    assert log.read_text().splitlines() == ["started 1", "stopped"], "stop hooks still ran"
+    assert "consumer.abandoned" in stderr
 
 
 SEQ_PLUGIN = """
