@@ -37,7 +37,7 @@ import inspect
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, Literal, TypeVar, overload
 
 from events import BaseEvent, Event, MatchState
 
@@ -54,7 +54,12 @@ __all__ = [
 ]
 
 E = TypeVar("E", bound=BaseEvent)
+E1 = TypeVar("E1", bound=BaseEvent)
+E2 = TypeVar("E2", bound=BaseEvent)
+E3 = TypeVar("E3", bound=BaseEvent)
 F = TypeVar("F", bound=Callable[..., Any])
+#: A handler of events of type ``E``, as the type checker sees one.
+EventHandler = Callable[[E, MatchState], Awaitable[None] | None]
 #: A handler takes the event and the state after it; it may return an awaitable.
 Handler = Callable[[Any, MatchState], Awaitable[None] | None]
 #: Takes a state the runner adopted from a snapshot (late join, resync).
@@ -139,12 +144,50 @@ class Subscriber:
         self.stop_hooks: list[Hook] = []
         self._register_marked_methods()
 
+    # The overloads let a type checker see which events a handler gets: @sub.on(Goal) wants
+    # a handler of Goal, @sub.on(Goal, Card) one of Goal | Card, @sub.on() one of any event.
+    @overload
     def on(
-        self, *event_types: type[E], match: str | None = None, timeout: float | None = None
-    ) -> Callable[
-        [Callable[[E, MatchState], Awaitable[None] | None]],
-        Callable[[E, MatchState], Awaitable[None] | None],
-    ]:
+        self, t1: type[E1], /, *, match: str | None = None, timeout: float | None = None
+    ) -> Callable[[EventHandler[E1]], EventHandler[E1]]: ...
+
+    @overload
+    def on(
+        self,
+        t1: type[E1],
+        t2: type[E2],
+        /,
+        *,
+        match: str | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[EventHandler[E1 | E2]], EventHandler[E1 | E2]]: ...
+
+    @overload
+    def on(
+        self,
+        t1: type[E1],
+        t2: type[E2],
+        t3: type[E3],
+        /,
+        *,
+        match: str | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[EventHandler[E1 | E2 | E3]], EventHandler[E1 | E2 | E3]]: ...
+
+    @overload
+    def on(
+        self,
+        *event_types: type[BaseEvent],
+        match: str | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[EventHandler[Any]], EventHandler[Any]]: ...
+
+    def on(
+        self,
+        *event_types: type[BaseEvent],
+        match: str | None = None,
+        timeout: float | None = None,
+    ) -> Callable[[EventHandler[Any]], EventHandler[Any]]:
         """Register the decorated function for these event classes (all events if none given).
 
         Args:
@@ -158,10 +201,8 @@ class Subscriber:
         types = _event_types(event_types)
         _check_timeout(timeout)
 
-        def register(
-            fn: Callable[[E, MatchState], Awaitable[None] | None],
-        ) -> Callable[[E, MatchState], Awaitable[None] | None]:
-            self._add(cast(Handler, fn), types, match, timeout)
+        def register(fn: EventHandler[Any]) -> EventHandler[Any]:
+            self._add(fn, types, match, timeout)
             return fn
 
         return register
