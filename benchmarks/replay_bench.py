@@ -32,7 +32,7 @@ from rich.table import Table
 from events import Topics, encode_event, encode_state, replay_state
 from matchcast.logs import configure_logging
 from matchcast.mqtt import BrokerURL, MqttClient
-from matchcast.testing import Mosquitto, mosquitto_binary
+from matchcast.testbroker import Mosquitto, mosquitto_binary
 from simulator import Match, Replayer, ReplayOptions, expand, resolve_matches
 
 console = Console()

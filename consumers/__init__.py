@@ -1,18 +1,61 @@
 """Subscribes to the stream, decodes it, and runs subscriber modules on it.
 
-Depends on :mod:`events`; never on :mod:`simulator`.
+Depends on :mod:`events`; never on :mod:`simulator`. See docs/subscribers.md.
 """
 
-from consumers._runner import Runner, RunnerStats
-from consumers._subscriber import Handler, Registration, Subscriber
+from consumers._errors import PluginError
+from consumers._plugins import (
+    ENTRY_POINT_GROUP,
+    InstalledPlugin,
+    as_subscriber,
+    installed_plugins,
+    load_plugin,
+    plugin_label,
+    split_options,
+)
+from consumers._runner import HandlerCall, Runner, RunnerStats
+from consumers._score import ScoreDict
+from consumers._subscriber import (
+    Handler,
+    Hook,
+    Registration,
+    StateHandler,
+    Subscriber,
+    on,
+    on_start,
+    on_state,
+    on_stop,
+)
+from consumers.recorder import Recorder
 from consumers.scoreboard import Scoreboard, commentary
+from consumers.stats import Stats
+from consumers.ticker import Ticker
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "Handler",
+    "HandlerCall",
+    "Hook",
+    "InstalledPlugin",
+    "PluginError",
+    "Recorder",
     "Registration",
     "Runner",
     "RunnerStats",
+    "ScoreDict",
     "Scoreboard",
+    "StateHandler",
+    "Stats",
     "Subscriber",
+    "Ticker",
+    "as_subscriber",
     "commentary",
+    "installed_plugins",
+    "load_plugin",
+    "on",
+    "on_start",
+    "on_state",
+    "on_stop",
+    "plugin_label",
+    "split_options",
 ]

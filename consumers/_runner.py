@@ -1,29 +1,34 @@
 """The consumer runner: subscribe, decode, order, deduplicate, and dispatch.
 
-One reader takes messages off the connection in arrival order. For each match it keeps the
-state (the reducer's output) and a lane: a bounded queue and a worker that calls the handlers
-of every subscriber in seq order. Matches run concurrently; handlers of one match never
-overlap.
+One reader takes messages off the connection in arrival order, decodes them (a malformed one
+is logged with its topic and reason, counted, and skipped) and hands each to its match's
+:class:`~consumers._sequencer.Sequencer`, which applies the delivery rules (duplicates, gaps,
+late joins, resumed sessions, new runs). What it delivers goes to the match's lane: a bounded
+queue and a worker that calls the handlers of every subscriber in seq order. Matches run
+concurrently; handlers of one match never overlap, and the reader never waits for a lane.
 
-Delivery rules, applied before any handler runs:
-
-- a malformed message is logged with its topic and reason, counted, and skipped;
-- an event whose seq was already applied (a QoS 1 redelivery) is dropped;
-- an event past the next seq is a gap: reported, applied, and the state is replaced by the
-  next retained snapshot that covers it;
-- a retained snapshot seeds the state of a match joined mid-way, so nothing is counted twice.
+A lane whose handlers are slower than its events fills its queue. The reader then stops
+queueing that match's events (counting them as ``overflowed``) while its sequencer keeps the
+state right; once the worker has worked the queue down to half, it hands the handlers that
+state through ``on_state`` and the lane carries on live. Other matches never wait.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Literal, Self
 
 import structlog
 
-from consumers._subscriber import Subscriber, call_handler
+from consumers._errors import PluginError
+from consumers._sequencer import Delivery, RunnerStats, Sequencer
+from consumers._subscriber import Subscriber, call_handler, handler_name
 from events import (
     DecodeError,
     Event,
@@ -31,62 +36,76 @@ from events import (
     Message,
     MessageSource,
     Topics,
-    apply,
-    check_sequence,
     decode_event,
     decode_state,
 )
 
-__all__ = ["Runner", "RunnerStats"]
+__all__ = ["HandlerCall", "Runner", "RunnerStats"]
 
 _log = structlog.get_logger("matchcast.consumer")
 
+#: A sync handler that runs this long (seconds) blocked every match; the runner says so.
+BLOCKING_WARN_S = 0.2
 
-@dataclass(slots=True)
-class RunnerStats:
-    """Counters of one runner, for logs, tests and metrics."""
 
-    received: int = 0
-    events: int = 0
-    snapshots: int = 0
-    rejected: int = 0
-    duplicates: int = 0
-    gaps: int = 0
-    missing: int = 0
-    resyncs: int = 0
-    handled: int = 0
-    handler_errors: int = 0
-    handler_timeouts: int = 0
-    overflowed: int = 0
+@dataclass(frozen=True, slots=True)
+class HandlerCall:
+    """One call of one handler, as an observer of the runner sees it.
 
-    def as_dict(self) -> dict[str, int]:
-        """The counters by name."""
-        return {k: getattr(self, k) for k in self.__slots__}
+    Attributes:
+        handler: ``subscriber.function``, as in the logs.
+        event: the event, or None for an ``on_state`` call.
+        state: the state after the event, or the state adopted.
+        outcome: ``ok``, ``error`` (it raised ``error``) or ``timeout``.
+    """
+
+    subscriber: str
+    handler: str
+    match_id: str
+    event: Event | None
+    state: MatchState
+    outcome: Literal["ok", "error", "timeout"]
+    error: BaseException | None = None
+
+
+_Fn = Callable[..., Awaitable[None] | None]
 
 
 @dataclass(slots=True)
 class _Lane:
     match_id: str
-    queue: asyncio.Queue[tuple[Event | None, MatchState]]
-    state: MatchState | None = None
-    resync_from: int | None = None  # a snapshot with last_seq >= this replaces the state
+    queue: asyncio.Queue[Delivery]
+    seq: Sequencer
     worker: asyncio.Task[None] | None = None
     behind: bool = False
-    held: list[Event] = field(default_factory=list)  # events before the first snapshot
-    join_timer: asyncio.TimerHandle | None = None
+    skipped: int = 0
+    pending: int = 0  # queued or being handled
+
+    def put(self, item: Delivery) -> None:
+        self.queue.put_nowait(item)
+        self.pending += 1
+
+    def done(self) -> None:
+        self.pending -= 1
+        self.queue.task_done()
 
 
 class Runner:
     """Feeds messages to subscribers; see the module docstring for the rules.
 
+    ``async with runner:`` runs the subscribers' start hooks on entry and, on exit, lets the
+    lanes finish what they queued (up to ``drain_timeout``) and runs the stop hooks. :meth:`run`
+    does that itself when not inside the block.
+
     Args:
         subscribers: the subscribers to run.
         topics: the topic tree to read.
         match_filter: a match id, or ``+`` for every match.
-        queue_size: events buffered per match before the runner reports it is falling behind.
+        queue_size: events buffered per match; past it the match's lane skips events and
+            catches up through ``on_state`` (see the module docstring).
         handler_timeout: seconds a handler may take before it is abandoned and counted.
-        join_timeout: seconds to hold the events of a match joined mid-way while waiting
-            for its retained snapshot; after that they are applied with a gap reported.
+        drain_timeout: seconds the lanes get to finish their queues on the way out.
+        observer: called after every handler call; the test harness records them.
     """
 
     def __init__(
@@ -97,36 +116,137 @@ class Runner:
         match_filter: str = "+",
         queue_size: int = 1000,
         handler_timeout: float = 10.0,
-        join_timeout: float = 1.0,
+        drain_timeout: float = 30.0,
+        observer: Callable[[HandlerCall], None] | None = None,
     ) -> None:
+        if queue_size < 2:
+            raise ValueError(f"queue_size must be at least 2, not {queue_size}")
         self.subscribers = list(subscribers)
         self.topics = topics or Topics()
         self.match_filter = match_filter
         self.queue_size = queue_size
         self.handler_timeout = handler_timeout
-        self.join_timeout = join_timeout
+        self.drain_timeout = drain_timeout
+        self.observer = observer
         self.stats = RunnerStats()
         self._lanes: dict[str, _Lane] = {}
         self._stopping = asyncio.Event()
+        self._started = False
+        self._closed = False
         #: Set once the subscriptions are confirmed by the broker.
         self.subscribed = asyncio.Event()
+
+    # ------------------------------------------------------------ lifecycle
 
     @property
     def states(self) -> dict[str, MatchState]:
         """The current state of every match seen so far."""
-        return {m: lane.state for m, lane in self._lanes.items() if lane.state is not None}
+        return {m: lane.seq.state for m, lane in self._lanes.items() if lane.seq.state is not None}
+
+    @property
+    def behind(self) -> list[str]:
+        """Matches whose lanes are skipping events because their handlers fell behind."""
+        return [m for m, lane in self._lanes.items() if lane.behind]
+
+    @property
+    def stopping(self) -> bool:
+        """True once :meth:`stop` was called."""
+        return self._stopping.is_set()
 
     def topic_filters(self) -> list[str]:
         """What to subscribe to: events first, then the retained state.
 
-        Events that arrive before a match's first snapshot are held (up to
-        ``join_timeout``) and applied on top of it, so nothing published between the two
-        subscriptions is lost and nothing is counted twice.
+        Subscribing to the state first lost the event published between the two SUBACKs (a
+        late joiner then saw a gap). Events first: one that arrives before its match's first
+        snapshot is held and applied on top of it, so nothing is lost or counted twice.
         """
         return [self.topics.events(self.match_filter), self.topics.state(self.match_filter)]
 
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # Cancelled (a second Ctrl-C): stop the handlers now instead of draining.
+        await self.close(
+            abandon=exc_type is not None and issubclass(exc_type, asyncio.CancelledError)
+        )
+
+    async def start(self) -> None:
+        """Run every subscriber's start hooks, in order; idempotent.
+
+        Raises:
+            PluginError: a start hook raised; the stop hooks of the subscribers started
+                before it have run.
+        """
+        if self._started:
+            return
+        self._started = True
+        started: list[Subscriber] = []
+        for sub in self.subscribers:
+            for hook in sub.start_hooks:
+                try:
+                    await call_handler(hook)
+                except Exception as err:
+                    await self._stop_hooks(started)
+                    self._closed = True
+                    raise PluginError(
+                        sub.name,
+                        f"start hook {handler_name(hook)} failed: {type(err).__name__}: {err}",
+                    ) from err
+            started.append(sub)
+
+    async def close(self, *, abandon: bool = False) -> None:
+        """Drain the lanes, then run every subscriber's stop hooks; idempotent.
+
+        Args:
+            abandon: cancel the handlers in flight and drop what is queued instead of draining.
+        """
+        if not self._started or self._closed:
+            return
+        self._closed = True
+        try:
+            if abandon:
+                await self._abandon()
+            else:
+                try:
+                    await self.drain()
+                except asyncio.CancelledError:  # stopped again while draining
+                    await self._abandon()
+                    raise
+        finally:
+            await self._stop_hooks(self.subscribers)
+            _log.info("consumer.stopped", **self.stats.as_dict())
+
+    async def _stop_hooks(self, subscribers: Sequence[Subscriber]) -> None:
+        for sub in subscribers:
+            for hook in sub.stop_hooks:
+                try:
+                    await call_handler(hook)
+                except Exception:
+                    _log.exception(
+                        "subscriber.stop_failed", subscriber=sub.name, hook=handler_name(hook)
+                    )
+
     async def run(self, source: MessageSource, *, qos: int = 1) -> RunnerStats:
-        """Subscribe on ``source`` and dispatch until it ends or :meth:`stop` is called."""
+        """Subscribe on ``source`` and dispatch until it ends or :meth:`stop` is called.
+
+        Outside ``async with runner:`` it also runs the start hooks first and drains and runs
+        the stop hooks after.
+        """
+        if self._started:
+            await self._consume(source, qos)
+        else:
+            async with self:
+                await self._consume(source, qos)
+        return self.stats
+
+    async def _consume(self, source: MessageSource, qos: int) -> None:
         for topic_filter in self.topic_filters():
             await source.subscribe(topic_filter, qos=qos)
         self.subscribed.set()
@@ -140,32 +260,54 @@ class Runner:
         try:
             await asyncio.wait({reader, stop}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for t in (reader, stop):
-                t.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reader
-            await self.drain()
-        if reader.done() and not reader.cancelled() and reader.exception():
-            raise reader.exception()  # type: ignore[misc]
-        return self.stats
+            for task in (reader, stop):
+                task.cancel()
+            await asyncio.gather(reader, stop, return_exceptions=True)
+        if not reader.cancelled() and (err := reader.exception()) is not None:
+            raise err  # a typed error (BrokerError), not a group
 
     async def _read(self, source: MessageSource) -> None:
         async for message in source.messages():
             await self.feed(message)
 
     def stop(self) -> None:
-        """Ask :meth:`run` to return after the handlers in flight finish."""
+        """Ask :meth:`run` to stop reading; the handlers in flight and queued still finish."""
         self._stopping.set()
 
+    async def join(self) -> None:
+        """Wait until every lane has handled everything queued so far."""
+        while busy := [lane for lane in self._lanes.values() if lane.pending]:
+            for lane in busy:
+                await lane.queue.join()
+
     async def drain(self) -> None:
-        """Let every lane finish what it has queued, then stop the workers."""
+        """Let every lane finish what it has queued (up to ``drain_timeout``), then stop them."""
+        for lane in self._lanes.values():
+            self._enqueue(lane, lane.seq.release())
+        try:
+            async with asyncio.timeout(self.drain_timeout):
+                await self.join()
+        except TimeoutError:
+            _log.warning(
+                "consumer.drain_timed_out",
+                timeout_s=self.drain_timeout,
+                abandoned=sum(lane.queue.qsize() for lane in self._lanes.values()),
+            )
+        await self._stop_workers()
+
+    async def _abandon(self) -> None:
+        queued = sum(lane.pending for lane in self._lanes.values())
+        _log.warning("consumer.abandoned", queued=queued)
+        await self._stop_workers()
+
+    async def _stop_workers(self) -> None:
         for lane in self._lanes.values():
             if lane.worker is not None and not lane.worker.done():
-                await lane.queue.join()
                 lane.worker.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await lane.worker
-        _log.info("consumer.stopped", **self.stats.as_dict())
+
+    # ------------------------------------------------------------ the reader
 
     async def feed(self, message: Message) -> None:
         """Process one message as if it had arrived from the broker."""
@@ -178,9 +320,13 @@ class Runner:
             return
         try:
             if kind == "state":
-                self._on_snapshot(decode_state(message.payload, topic=message.topic))
+                snapshot = decode_state(message.payload, topic=message.topic)
+                lane = self._lane(snapshot.match_id)
+                self._enqueue(lane, lane.seq.on_snapshot(snapshot, retained=message.retain))
             else:
-                self._on_event(decode_event(message.payload, topic=message.topic))
+                event = decode_event(message.payload, topic=message.topic)
+                lane = self._lane(event.match_id)
+                self._enqueue(lane, lane.seq.on_event(event))
         except DecodeError as err:
             self.stats.rejected += 1
             _log.warning(
@@ -190,147 +336,133 @@ class Runner:
     def _lane(self, match_id: str) -> _Lane:
         lane = self._lanes.get(match_id)
         if lane is None:
-            lane = _Lane(match_id, asyncio.Queue(self.queue_size))
+            lane = _Lane(match_id, asyncio.Queue(self.queue_size), Sequencer(match_id, self.stats))
             lane.worker = asyncio.ensure_future(self._work(lane))
             self._lanes[match_id] = lane
         return lane
 
-    def _on_snapshot(self, snapshot: MatchState) -> None:
-        self.stats.snapshots += 1
-        lane = self._lane(snapshot.match_id)
-        log = _log.bind(match_id=snapshot.match_id, seq=snapshot.last_seq)
-        if lane.state is None:
-            lane.state = snapshot
-            log.info("state.synchronised", reason="joined", score=snapshot.scoreline)
-            self._enqueue(lane, None, snapshot)
-            self._release_held(lane)
-        elif lane.resync_from is not None and snapshot.last_seq >= lane.resync_from:
-            lane.state = snapshot
-            lane.resync_from = None
-            self.stats.resyncs += 1
-            log.info("state.synchronised", reason="gap", score=snapshot.scoreline)
-            self._enqueue(lane, None, snapshot)
-
-    def _release_held(self, lane: _Lane) -> None:
-        if lane.join_timer is not None:
-            lane.join_timer.cancel()
-            lane.join_timer = None
-        held, lane.held = lane.held, []
-        for event in held:
-            self._sequence(lane, event)
-
-    def _join_timed_out(self, lane: _Lane) -> None:
-        lane.join_timer = None
-        if lane.state is None and lane.held:
-            _log.warning(
-                "state.snapshot_missing",
-                match_id=lane.match_id,
-                held=len(lane.held),
-                timeout_s=self.join_timeout,
-            )
-            lane.state = MatchState.new(lane.match_id)
-            self._release_held(lane)
-
-    def _on_event(self, event: Event) -> None:
-        self.stats.events += 1
-        lane = self._lane(event.match_id)
-        if lane.state is None and (event.seq > 1 or lane.held):
-            # Joined mid-match: hold events until the retained snapshot says where we are.
-            lane.held.append(event)
-            if lane.join_timer is None:
-                loop = asyncio.get_running_loop()
-                lane.join_timer = loop.call_later(self.join_timeout, self._join_timed_out, lane)
-            if len(lane.held) >= self.queue_size:
-                self._join_timed_out(lane)
-            return
-        self._sequence(lane, event)
-
-    def _sequence(self, lane: _Lane, event: Event) -> None:
-        log = _log.bind(match_id=event.match_id, seq=event.seq)
-        state = lane.state or MatchState.new(event.match_id)
-        check = check_sequence(state, event.seq)
-        if check.kind == "duplicate":
-            self.stats.duplicates += 1
-            log.debug("event.duplicate_dropped", last_seq=state.last_seq)
-            return
-        if check.kind == "gap":
-            self.stats.gaps += 1
-            self.stats.missing += len(check.missing)
-            lane.resync_from = event.seq
-            log.warning(
-                "sequence.gap_detected",
-                missing_from=check.missing.start,
-                missing_to=check.missing.stop - 1,
-                missing=len(check.missing),
-            )
-        lane.state = apply(state, event)
-        self._enqueue(lane, event, lane.state)
-
-    def _enqueue(self, lane: _Lane, event: Event | None, state: MatchState) -> None:
-        try:
-            lane.queue.put_nowait((event, state))
-        except asyncio.QueueFull:
-            self.stats.overflowed += 1
+    def _enqueue(self, lane: _Lane, deliveries: list[Delivery]) -> None:
+        for event, state in deliveries:
             if not lane.behind:
-                lane.behind = True
-                _log.warning(
-                    "consumer.fell_behind", match_id=lane.match_id, queued=lane.queue.qsize()
-                )
-            return
-        if lane.behind and lane.queue.qsize() < self.queue_size // 2:
-            lane.behind = False
-            _log.info("consumer.caught_up", match_id=lane.match_id)
+                try:
+                    lane.put((event, state))
+                except asyncio.QueueFull:
+                    lane.behind = True
+                    _log.warning(
+                        "consumer.fell_behind",
+                        match_id=lane.match_id,
+                        seq=state.last_seq,
+                        queued=lane.queue.qsize(),
+                    )
+                else:
+                    continue
+            # Behind: the sequencer keeps the state; the worker hands it over on catching up.
+            if event is not None:
+                lane.skipped += 1
+                self.stats.overflowed += 1
+
+    # ------------------------------------------------------------ the lanes
 
     async def _work(self, lane: _Lane) -> None:
         while True:
             event, state = await lane.queue.get()
             try:
                 await self._dispatch(event, state)
+            except Exception:  # pragma: no cover - _call catches what handlers raise
+                _log.exception("consumer.dispatch_failed", match_id=lane.match_id)
             finally:
-                lane.queue.task_done()
+                if lane.behind and lane.queue.qsize() <= self.queue_size // 2:
+                    self._catch_up(lane)
+                lane.done()
+
+    def _catch_up(self, lane: _Lane) -> None:
+        state = lane.seq.state
+        assert state is not None
+        lane.behind = False
+        self.stats.catch_ups += 1
+        _log.info(
+            "consumer.caught_up", match_id=lane.match_id, seq=state.last_seq, skipped=lane.skipped
+        )
+        lane.skipped = 0
+        lane.put((None, state))
 
     async def _dispatch(self, event: Event | None, state: MatchState) -> None:
         for sub in self.subscribers:
-            calls: list[tuple[Callable[..., Awaitable[None] | None], str, tuple[object, ...]]]
             if event is None:
-                calls = [(h, f"{sub.name}.on_state", (state,)) for h in sub.state_handlers]
+                for fn in sub.state_handlers:
+                    await self._call(
+                        sub, fn, f"{sub.name}.{handler_name(fn)}", None, (state,), None, state
+                    )
             else:
-                calls = [
-                    (r.handler, f"{sub.name}.{r.name}", (event, state))
-                    for r in sub.handlers_for(event)
-                ]
-            for fn, name, args in calls:
-                await self._call(fn, name, args, event, state)
+                for r in sub.handlers_for(event):
+                    name = f"{sub.name}.{r.name}"
+                    await self._call(sub, r.handler, name, r.timeout, (event, state), event, state)
 
     async def _call(
         self,
-        fn: Callable[..., Awaitable[None] | None],
+        sub: Subscriber,
+        fn: _Fn,
         name: str,
+        limit_s: float | None,
         args: tuple[object, ...],
         event: Event | None,
         state: MatchState,
     ) -> None:
+        timeout = limit_s or self.handler_timeout
         seq = event.seq if event else state.last_seq
+        outcome: Literal["ok", "error", "timeout"] = "ok"
+        error: BaseException | None = None
+        deadline = asyncio.timeout(timeout)
         try:
-            async with asyncio.timeout(self.handler_timeout):
-                await call_handler(fn, *args)
-        except TimeoutError:
-            self.stats.handler_timeouts += 1
-            _log.error(
-                "handler.timed_out",
-                handler=name,
-                match_id=state.match_id,
-                seq=seq,
-                timeout_s=self.handler_timeout,
-            )
-        except Exception:
-            self.stats.handler_errors += 1
-            _log.exception(
-                "handler.failed",
-                handler=name,
-                match_id=state.match_id,
-                seq=seq,
-                event_type=event.type if event else "state",
-            )
+            async with deadline:
+                await self._invoke(fn, name, args, state.match_id, seq)
+        except Exception as err:
+            error = err
+            if isinstance(err, TimeoutError) and deadline.expired():
+                outcome = "timeout"
+                self.stats.handler_timeouts += 1
+                _log.error(
+                    "handler.timed_out",
+                    handler=name,
+                    match_id=state.match_id,
+                    seq=seq,
+                    timeout_s=timeout,
+                )
+            else:
+                outcome = "error"
+                self.stats.handler_errors += 1
+                _log.exception(
+                    "handler.failed",
+                    handler=name,
+                    match_id=state.match_id,
+                    seq=seq,
+                    event_type=event.type if event else "state",
+                    payload=event.model_dump(mode="json", exclude_none=True) if event else None,
+                )
         else:
             self.stats.handled += 1
+        if self.observer is not None:
+            call = HandlerCall(sub.name, name, state.match_id, event, state, outcome, error)
+            try:
+                self.observer(call)
+            except Exception:
+                _log.exception("consumer.observer_failed", handler=name)
+
+    @staticmethod
+    async def _invoke(
+        fn: _Fn, name: str, args: tuple[object, ...], match_id: str, seq: int
+    ) -> None:
+        t0 = time.monotonic()
+        result = fn(*args)
+        blocked = time.monotonic() - t0
+        if blocked > BLOCKING_WARN_S:
+            _log.warning(
+                "handler.blocked_loop",
+                handler=name,
+                match_id=match_id,
+                seq=seq,
+                blocked_s=round(blocked, 3),
+                hint="a sync handler stalls every match; make it async (asyncio.to_thread)",
+            )
+        if inspect.isawaitable(result):
+            await result

@@ -1,10 +1,10 @@
-"""Built-in subscribers: the scoreboard (score state) and the commentary line of each event."""
+"""The built-in scoreboard subscriber (score state), and the commentary line of each event."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from consumers._subscriber import Subscriber
+from consumers._subscriber import Subscriber, on, on_state, on_stop
 from events import (
     Card,
     ClockTick,
@@ -71,32 +71,47 @@ def commentary(event: Event, state: MatchState) -> str | None:
     return None  # pragma: no cover
 
 
-class Scoreboard:
-    """Keeps the latest :class:`MatchState` of every match and reports score changes.
+class Scoreboard(Subscriber):
+    """Keeps the latest :class:`MatchState` of every match; says when a score or status changes.
 
-    ``Scoreboard().subscriber`` is a plug-in like any other; ``states`` holds the scoreboard.
+    A plug-in like any other (``matchcast consume scoreboard``) and an example of the class
+    form: it keeps state of its own (``states``) across handler calls.
 
     Args:
-        echo: called with one line per notable event (``print`` to show them; None for quiet).
+        echo: called with each line (a changed score, kick-off, half time, full time, and a
+            final table on stop); ``print`` by default, None for quiet.
     """
 
-    def __init__(self, echo: Callable[[str], None] | None = None) -> None:
+    def __init__(self, echo: Callable[[str], None] | None = print) -> None:
+        super().__init__("scoreboard")
         self.states: dict[str, MatchState] = {}
         self.lines: list[str] = []
         self._echo = echo
-        self.subscriber = Subscriber("scoreboard")
-        self.subscriber.on()(self._on_event)
-        self.subscriber.on_state(self._on_state)
 
+    @on()
     def _on_event(self, event: Event, state: MatchState) -> None:
+        before = self.states.get(state.match_id)
         self.states[state.match_id] = state
-        line = commentary(event, state)
-        if line is not None:
-            self.lines.append(line)
-            if self._echo:
-                self._echo(line)
+        if before is None or before.score != state.score or before.status != state.status:
+            self._say(_line(state))
 
+    @on_state
     def _on_state(self, state: MatchState) -> None:
         self.states[state.match_id] = state
-        if self._echo:
-            self._echo(f"{'':<7}JOINED  {state.scoreline}  ({state.display_clock})")
+        self._say(f"{_line(state)}  (from snapshot, seq {state.last_seq})")
+
+    @on_stop
+    def _final(self) -> None:
+        if self.states:
+            self._say("scoreboard:")
+            for state in self.states.values():
+                self._say(f"  {_line(state)}")
+
+    def _say(self, line: str) -> None:
+        self.lines.append(line)
+        if self._echo is not None:
+            self._echo(line)
+
+
+def _line(state: MatchState) -> str:
+    return f"{state.match_id}  {state.display_clock:<9} {state.scoreline}"

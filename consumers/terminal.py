@@ -29,7 +29,7 @@ class TerminalView:
 
     def __init__(self, console: Console | None = None, *, ticker_lines: int = 12) -> None:
         self.console = console or Console()
-        self.board = Scoreboard()
+        self.board = Scoreboard(echo=None)
         self._ticker: deque[str] = deque(maxlen=ticker_lines)
         self._live: Live | None = None
         self.subscriber = Subscriber("terminal")

@@ -18,7 +18,7 @@ from consumers import Runner, Subscriber
 from events import CONTENT_TYPE, FullTime, MatchState, MessageProps, Topics
 from matchcast.mqtt import BrokerURL, MqttClient, Protocol, WillSpec
 from matchcast.status import ReplayerStatus
-from simulator import Match, Replayer, ReplayOptions, ReplayReport
+from simulator import Match, Recording, Replayer, ReplayOptions, ReplayReport
 
 __all__ = ["run_replay", "run_watch", "status_payload"]
 
@@ -36,7 +36,7 @@ def status_payload(
 
 
 async def run_replay(
-    matches: Sequence[Match],
+    matches: Sequence[Match | Recording],
     url: BrokerURL,
     options: ReplayOptions,
     *,
@@ -45,7 +45,7 @@ async def run_replay(
     max_outage: float = 300.0,
     delays: Sequence[float] | None = None,
 ) -> list[ReplayReport]:
-    """Replay ``matches`` concurrently onto the broker at ``url``.
+    """Replay ``matches`` (match files or recordings) concurrently onto the broker at ``url``.
 
     The replayer's status topic says ``online`` while it runs and ``offline`` after, or when
     the connection dies (the last will). A lost connection is replaced with backoff and the
@@ -123,11 +123,18 @@ async def run_watch(
     client_id: str | None = None,
     protocol: Protocol = "auto",
     runner: Runner | None = None,
+    clean_start: bool = True,
+    session_expiry: int | None = None,
 ) -> dict[str, MatchState]:
     """Run subscribers against the broker until stopped, or until every match named in
     ``until_finished`` has reached full time. Returns the final states.
 
     Pass ``runner`` to watch its ``subscribed`` event or call its ``stop()`` from outside.
+    ``clean_start=False`` with a fixed ``client_id`` (and, on MQTT 5, a ``session_expiry``
+    in seconds) resumes the broker session: what was published while away is delivered.
+
+    The connection is closed before the lanes drain, so nothing is acknowledged to the
+    broker that the handlers will not see.
     """
     remaining = set(until_finished or ())
     subs = list(subscribers)
@@ -148,6 +155,16 @@ async def run_watch(
         runner = Runner(subs, topics=topics, match_filter=match_filter)
     else:
         runner.subscribers.extend(s for s in subs if s not in runner.subscribers)
-    async with MqttClient(url, client_id=client_id, protocol=protocol) as client:
+    # The connection closes (last in, first out) before the runner drains its lanes.
+    async with (
+        runner,
+        MqttClient(
+            url,
+            client_id=client_id,
+            protocol=protocol,
+            clean_start=clean_start,
+            session_expiry=session_expiry,
+        ) as client,
+    ):
         await runner.run(client, qos=qos)
     return runner.states

@@ -22,7 +22,7 @@ from events import EventAdapter, MatchcastError, MatchClock, MatchFileError, Mat
 from matchcast.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker
 from matchcast.logs import LogFormat, configure_logging
 from matchcast.mqtt import BrokerURL, broker_url_from
-from simulator import Match, ReplayOptions, resolve_matches
+from simulator import Match, Recording, ReplayOptions, resolve_matches, resolve_sources
 
 __all__ = ["app", "main"]
 
@@ -170,6 +170,13 @@ def _matches(spec: str | None) -> list[Match]:
         _fail(str(err), 2)
 
 
+def _sources(spec: str | None) -> list[Match | Recording]:
+    try:
+        return resolve_sources(spec)
+    except MatchFileError as err:
+        _fail(str(err), 2)
+
+
 async def _with_broker(
     url: BrokerURL | None, port: int, fn: Callable[[BrokerURL], Awaitable[T]]
 ) -> T:
@@ -245,17 +252,20 @@ def replay(
     match: Annotated[
         str | None,
         typer.Argument(
-            help="A match file (.yaml/.json), a bundled match name, sim:SEED or "
-            "worldcup:2022\\[/final|/ARG-FRA|...]; default: semifinal."
+            help="A match file (.yaml/.json), a bundled match name, sim:SEED, "
+            "worldcup:2022\\[/final|/ARG-FRA|...], or a recording (.jsonl) made by the "
+            "recorder subscriber; default: semifinal."
         ),
     ] = None,
     broker: BrokerOpt = None,
     speed: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="Match seconds per wall second (1 real time, 60 a minute a second), or 'max'."
+            help="Match seconds per wall second (1 real time, 60 a minute a second), or 'max'. "
+            "Default 60; for a recording, times faster than recorded, default 1.",
+            show_default=False,
         ),
-    ] = "60",
+    ] = None,
     start: Annotated[
         str | None,
         typer.Option(
@@ -297,9 +307,10 @@ def replay(
     if protocol not in ("auto", "5", "3.1.1"):
         _fail(f"--protocol must be auto, 5 or 3.1.1, not {protocol!r}", 2)
     url = _broker(broker)
-    matches = _matches(match)
+    matches = _sources(match)
+    recording = any(isinstance(m, Recording) for m in matches)
     options = ReplayOptions(
-        speed=_speed(speed),
+        speed=_speed(speed or ("1" if recording else "60")),
         start=_from(start),
         break_seconds=None if full_breaks else break_seconds,
         qos=qos,
@@ -311,7 +322,11 @@ def replay(
     if day is not None:
         from matchcast.cmd_matches import match_day  # noqa: PLC0415
 
-        matches, delays = match_day(matches, day, options.speed)
+        plain = [m for m in matches if isinstance(m, Match)]
+        if len(plain) != len(matches):
+            _fail("--day selects matches by kickoff; it does not apply to a recording", 2)
+        day_matches, delays = match_day(plain, day, options.speed)
+        matches = list(day_matches)
     reports = _run(
         lambda: _with_broker(
             url,
@@ -429,7 +444,11 @@ def main() -> None:
 
 #: Modules that add commands of their own; each defines ``register(app: typer.Typer)``.
 #: They may use this module's helpers (``_fail``, ``_run``, ``_broker``, ``_speed``, ...).
-COMMAND_MODULES: tuple[str, ...] = ("matchcast.cmd_asyncapi", "matchcast.cmd_matches")
+COMMAND_MODULES: tuple[str, ...] = (
+    "matchcast.cmd_asyncapi",
+    "matchcast.cmd_consume",
+    "matchcast.cmd_matches",
+)
 
 
 def _register_commands() -> None:

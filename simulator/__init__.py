@@ -23,6 +23,7 @@ from simulator._matchfile import (
     load_match,
     parse_match,
 )
+from simulator._recording import RECORDING_SUFFIX, Recording, is_recording, load_recording
 from simulator._replay import (
     Clock,
     MonotonicClock,
@@ -32,7 +33,14 @@ from simulator._replay import (
     wall_offsets,
 )
 from simulator._selection import kickoff_delays, matches_on, select_matches
-from simulator._sources import BUNDLED, DEFAULT_MATCH, RESOLVERS, bundled_path, resolve_matches
+from simulator._sources import (
+    BUNDLED,
+    DEFAULT_MATCH,
+    RESOLVERS,
+    bundled_path,
+    resolve_matches,
+    resolve_sources,
+)
 from simulator._timeline import Scheduled, expand, state_before
 from simulator._writer import MatchFormat, dump_match, write_match
 
@@ -40,6 +48,7 @@ __all__ = [
     "BASE_RATE",
     "BUNDLED",
     "DEFAULT_MATCH",
+    "RECORDING_SUFFIX",
     "RESOLVERS",
     "CardIncident",
     "Clock",
@@ -54,6 +63,7 @@ __all__ = [
     "MonotonicClock",
     "PeriodSpec",
     "PossessionIncident",
+    "Recording",
     "ReplayOptions",
     "ReplayReport",
     "Replayer",
@@ -67,11 +77,14 @@ __all__ = [
     "dump_match",
     "expand",
     "expected_goals",
+    "is_recording",
     "kickoff_delays",
     "load_match",
+    "load_recording",
     "matches_on",
     "parse_match",
     "resolve_matches",
+    "resolve_sources",
     "select_matches",
     "simulate_match",
     "state_before",

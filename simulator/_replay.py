@@ -34,6 +34,7 @@ from events import (
     encode_state,
 )
 from simulator._matchfile import Match
+from simulator._recording import Recording
 from simulator._timeline import Scheduled, expand, state_before
 
 __all__ = ["Clock", "MonotonicClock", "ReplayOptions", "ReplayReport", "Replayer", "wall_offsets"]
@@ -134,14 +135,35 @@ def wall_offsets(
     return [s.play_s / speed + s.breaks * brk for s in stream]
 
 
-def _start_index(stream: list[Scheduled], start: MatchClock | None) -> int:
+def _start_index(events: list[Event], start: MatchClock | None) -> int:
     if start is None:
         return 0
     key = start.sort_key
-    for i, item in enumerate(stream):
-        if item.event.clock.sort_key >= key:
+    for i, event in enumerate(events):
+        if event.clock.sort_key >= key:
             return i
-    return len(stream)
+    return len(events)
+
+
+def _plan(
+    source: Match | Recording, options: ReplayOptions
+) -> tuple[MatchState, list[Event], list[MatchState], list[float]]:
+    """The state before the first event, the events, the state after each, and wall offsets."""
+    if isinstance(source, Recording):
+        return (
+            source.initial,
+            list(source.events),
+            list(source.states),
+            source.wall_offsets(options.speed),
+        )
+    stream = expand(source)
+    initial = state = state_before(source, stream, 0)
+    states = []
+    for item in stream:
+        state = apply(state, item.event)
+        states.append(state)
+    offsets = wall_offsets(stream, options, source.break_minutes)
+    return initial, [item.event for item in stream], states, offsets
 
 
 class Replayer:
@@ -157,38 +179,37 @@ class Replayer:
     ) -> None:
         self.publisher = publisher
         self.options = options or ReplayOptions()
-        self._clock = clock or MonotonicClock()
-        self._wall_now = wall_now
+        self.clock: Clock = clock or MonotonicClock()
+        self.wall_now = wall_now
 
-    async def run(self, match: Match, *, delay_s: float = 0.0) -> ReplayReport:
-        """Replay ``match`` from ``options.start`` to full time.
+    async def run(self, match: Match | Recording, *, delay_s: float = 0.0) -> ReplayReport:
+        """Replay ``match`` (a match file, or a recording) from ``options.start`` to the end.
 
         Args:
-            match: the match.
+            match: the match, or a recording of one.
             delay_s: wall seconds to wait before the first event (ignored at maximum speed),
                 so that matches of one day start on their real kickoff times.
         """
         opts = self.options
         if delay_s > 0 and opts.speed is not None:
             _log.info("replay.delayed", match_id=match.match_id, delay_s=round(delay_s, 3))
-            await self._clock.sleep_until(self._clock.now() + delay_s)
-        stream = expand(match)
-        begin = _start_index(stream, opts.start)
+            await self.clock.sleep_until(self.clock.now() + delay_s)
+        initial, events, states, offsets = _plan(match, opts)
+        begin = _start_index(events, opts.start)
         log = _log.bind(match_id=match.match_id)
         report = ReplayReport(match_id=match.match_id)
-        state = state_before(match, stream, begin)
-        offsets = wall_offsets(stream, opts, match.break_minutes)
-        base = offsets[begin] if begin < len(stream) else 0.0
+        state = states[begin - 1] if begin else initial
+        base = offsets[begin] if begin < len(events) else 0.0
         state_topic = opts.topics.state(match.match_id)
 
         log.info(
             "replay.started",
-            events=len(stream) - begin,
+            events=len(events) - begin,
             first_seq=begin + 1,
             speed=opts.speed or "max",
             start=opts.start.label if opts.start else "kickoff",
         )
-        if begin > 0:
+        if state.last_seq > 0:  # a start mid-match: say the score first
             await self.publisher.publish(
                 state_topic,
                 encode_state(state),
@@ -198,15 +219,15 @@ class Replayer:
             )
             log.info("replay.state_published", seq=state.last_seq, score=state.scoreline)
 
-        t0 = self._clock.now()
-        wall0 = self._wall_now()
+        t0 = self.clock.now()
+        wall0 = self.wall_now()
         report.final_state = state
         index = begin
-        run = _Run(self, self._clock, self._wall_now, stream, offsets, base, t0, wall0, report, log)
+        run = _Run(self, events, states, offsets, base, t0, wall0, report, log)
         try:
             while True:
                 try:
-                    await run.publish_from(index, state)
+                    await run.publish_from(index)
                     break
                 except ExceptionGroup as group:
                     lost, rest = group.split(BrokerError)
@@ -221,7 +242,7 @@ class Replayer:
                 await self.publisher.reconnect()
                 report.reconnects += 1
                 index = run.first_unacked()
-                state = state_before(match, stream, index)
+                state = states[index - 1] if index else initial
                 # The broker may have lost its retained messages: say where we are first.
                 await self.publisher.publish(
                     state_topic,
@@ -234,7 +255,7 @@ class Replayer:
         except asyncio.CancelledError:
             log.warning("replay.interrupted", last_seq=report.last_seq, published=report.published)
             raise
-        report.duration_s = self._clock.now() - t0
+        report.duration_s = self.clock.now() - t0
         state = report.final_state
         log.info(
             "replay.finished",
@@ -252,9 +273,8 @@ class _Run:
     def __init__(
         self,
         replayer: Replayer,
-        clock: Clock,
-        wall_now: Callable[[], dt.datetime],
-        stream: list[Scheduled],
+        events: list[Event],
+        states: list[MatchState],
         offsets: list[float],
         base: float,
         t0: float,
@@ -264,9 +284,10 @@ class _Run:
     ) -> None:
         self.pub = replayer.publisher
         self.options = replayer.options
-        self.clock = clock
-        self.wall_now = wall_now
-        self.stream = stream
+        self.clock = replayer.clock
+        self.wall_now = replayer.wall_now
+        self.events = events
+        self.states = states
         self.offsets = offsets
         self.base = base
         self.t0 = t0
@@ -280,7 +301,7 @@ class _Run:
         """Index of the first event not fully acknowledged: where a resumed replay starts."""
         return min(self.unacked) - 1 if self.unacked else self.next_index
 
-    async def publish_from(self, index: int, state: MatchState) -> None:
+    async def publish_from(self, index: int) -> None:
         opts = self.options
         pub = self.pub
         report = self.report
@@ -291,19 +312,19 @@ class _Run:
         self.unacked.clear()
         async with asyncio.TaskGroup() as tg:
             watcher = tg.create_task(pub.wait_lost()) if isinstance(pub, Reconnectable) else None
-            for i in range(index, len(self.stream)):
-                item, offset = self.stream[i], self.offsets[i]
+            for i in range(index, len(self.events)):
+                offset = self.offsets[i]
                 deadline = self.t0 + offset - self.base
                 if opts.speed is not None:
                     await self.clock.sleep_until(deadline)
                 late = self.clock.now() - deadline
-                event = item.event.model_copy(
+                event = self.events[i].model_copy(
                     update={
                         "emitted_at": self.wall_now(),
                         "scheduled_at": self.wall0 + dt.timedelta(seconds=offset - self.base),
                     }
                 )
-                state = apply(state, event)
+                state = self.states[i]
                 self.unacked[event.seq] = 2
                 self.next_index = i + 1
                 # One task per message, created in order: tasks start in creation order, so

@@ -5,7 +5,8 @@
 - ``semifinal`` (also the default): the 2026 World Cup semi-final Argentina 2-1 England;
 - any path to a match file (``.yaml``, ``.yml``, ``.json``);
 - ``sim:SEED`` a simulated match, ``worldcup:2022/final`` bundled real results (see
-  :mod:`simulator._schemes`).
+  :mod:`simulator._schemes`);
+- for :func:`resolve_sources` only, a recording (``.jsonl``, see :mod:`simulator._recording`).
 
 More schemes plug in through :data:`RESOLVERS` (``prefix:rest`` specs).
 """
@@ -18,9 +19,17 @@ from pathlib import Path
 
 from events import MatchFileError
 from simulator._matchfile import Match, load_match
+from simulator._recording import Recording, is_recording, load_recording
 from simulator._schemes import resolve_simulated, resolve_worldcup
 
-__all__ = ["BUNDLED", "DEFAULT_MATCH", "RESOLVERS", "bundled_path", "resolve_matches"]
+__all__ = [
+    "BUNDLED",
+    "DEFAULT_MATCH",
+    "RESOLVERS",
+    "bundled_path",
+    "resolve_matches",
+    "resolve_sources",
+]
 
 DEFAULT_MATCH = "semifinal"
 #: Bundled match names and their files under simulator/matches/.
@@ -56,3 +65,14 @@ def resolve_matches(spec: str | None) -> list[Match]:
         known = ", ".join(sorted(BUNDLED) + [f"{p}:..." for p in sorted(RESOLVERS)])
         raise MatchFileError(path, [f"no such file, and not a bundled match ({known})"])
     return [load_match(path)]
+
+
+def resolve_sources(spec: str | None) -> list[Match | Recording]:
+    """What to replay: the matches ``spec`` names, or the matches of a ``.jsonl`` recording.
+
+    Raises:
+        MatchFileError: as :func:`resolve_matches`, or the recording is invalid.
+    """
+    if spec is not None and is_recording(spec):
+        return list(load_recording(spec))
+    return list(resolve_matches(spec))

@@ -12,9 +12,9 @@ from events import Topics
 from matchcast.broker import embedded_broker
 from matchcast.logs import configure_logging
 from matchcast.mqtt import BrokerURL
-from matchcast.testing import REQUIRE_ENV, Mosquitto, mosquitto_binary
+from matchcast.testbroker import REQUIRE_ENV, Mosquitto, mosquitto_binary
 
-configure_logging("console", "WARNING")
+configure_logging("console", "DEBUG")  # capture_logs() needs every level to get through
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from matchcast.broker import free_port
-from matchcast.testing import Mosquitto
+from matchcast.testbroker import Mosquitto
 
 
 def matchcast(

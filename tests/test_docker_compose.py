@@ -10,7 +10,7 @@ import yaml
 from typer.testing import CliRunner
 
 from matchcast.cli import app
-from matchcast.testing import Mosquitto, mosquitto_binary
+from matchcast.testbroker import Mosquitto, mosquitto_binary
 
 ROOT = Path(__file__).resolve().parent.parent
 

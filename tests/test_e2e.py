@@ -165,7 +165,7 @@ async def test_our_runner_and_scoreboard_agree_with_the_final_state(
         states = await watch
     assert states[SEMI.match_id].scoreline == "ARG 2-1 ENG"
     assert board.states[SEMI.match_id].scoreline == "ARG 2-1 ENG"
-    assert "90+2'  GOAL  Lautaro Martínez (ARG)  2-1" in board.lines
+    assert "wc2026-sf-arg-eng  2H 90+2'  ARG 2-1 ENG" in board.lines
     assert runner.stats.duplicates == 0
     assert runner.stats.gaps == 0
     assert runner.stats.rejected == 0

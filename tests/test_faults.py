@@ -12,7 +12,7 @@ from paho.mqtt.properties import Properties
 from events import Event, MatchClock, Topics, decode_event
 from matchcast.app import run_replay
 from matchcast.mqtt import BrokerURL, MqttClient
-from matchcast.testing import FaultProxy, Mosquitto, mosquitto_binary
+from matchcast.testbroker import FaultProxy, Mosquitto, mosquitto_binary
 from simulator import ReplayOptions, expand, resolve_matches
 
 SEMI = resolve_matches("semifinal")[0]

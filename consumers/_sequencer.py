@@ -1,0 +1,177 @@
+"""Per-match delivery rules: what an incoming event or snapshot means for the handlers.
+
+A :class:`Sequencer` keeps one match's state (the reducer's output) and turns what arrives into
+*deliveries*: ``(event, state after it)`` for the event handlers, or ``(None, state)`` for the
+``on_state`` handlers. The rules, applied before any handler runs:
+
+- an event whose seq was already applied (a QoS 1 redelivery) is dropped;
+- an event past the next seq is a gap: reported, applied, and the state is replaced by the
+  next retained snapshot that covers it;
+- a retained snapshot seeds the state of a match joined mid-way, so nothing is counted twice;
+- an event that arrives before any state of its match (a persistent session resuming: the
+  broker sends what it queued before the retained snapshot) is held until the snapshot
+  published right after it arrives, then delivered with it;
+- a new replay of a match reuses its seqs. An event with an old seq emitted after everything
+  applied so far (or a kick-off, seq 1, when the state came from a snapshot), and a live (not
+  retained) snapshot older than the state, start the match again from scratch.
+
+No I/O and no asyncio: the runner feeds it and queues what it returns.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+import structlog
+
+from consumers._score import with_score_dict
+from events import Event, MatchState, apply, check_sequence
+
+__all__ = ["HOLD_LIMIT", "Delivery", "RunnerStats", "Sequencer"]
+
+_log = structlog.get_logger("matchcast.consumer")
+
+#: Events held for a match with no state yet before giving up on a snapshot arriving.
+HOLD_LIMIT = 32
+
+#: ``(event, state after it)`` for event handlers; ``(None, state)`` for ``on_state``.
+Delivery = tuple[Event | None, MatchState]
+
+
+@dataclass(slots=True)
+class RunnerStats:
+    """Counters of one runner, for logs, tests and metrics."""
+
+    received: int = 0
+    events: int = 0
+    snapshots: int = 0
+    rejected: int = 0
+    duplicates: int = 0
+    gaps: int = 0
+    missing: int = 0
+    resyncs: int = 0
+    restarts: int = 0
+    handled: int = 0
+    handler_errors: int = 0
+    handler_timeouts: int = 0
+    overflowed: int = 0
+    catch_ups: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """The counters by name."""
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+@dataclass(slots=True)
+class Sequencer:
+    """The state of one match and the rules in the module docstring.
+
+    Attributes:
+        state: the state as of the last delivery; None before any (or after a restart).
+    """
+
+    match_id: str
+    stats: RunnerStats
+    state: MatchState | None = None
+    resync_from: int | None = None  # a snapshot with last_seq >= this replaces the state
+    held: list[Event] = field(default_factory=list)
+    last_emitted: dt.datetime | None = None
+
+    def on_snapshot(self, snapshot: MatchState, *, retained: bool = True) -> list[Delivery]:
+        """What a state snapshot of this match means; ``retained`` as the broker flagged it."""
+        self.stats.snapshots += 1
+        snapshot = with_score_dict(snapshot)
+        log = _log.bind(match_id=self.match_id, seq=snapshot.last_seq)
+        if not retained and self.state is not None and snapshot.last_seq < self.state.last_seq:
+            # States never go back within a run: a replay started again (``--from``). A
+            # *retained* older one is only a late delivery of what the broker held.
+            self._restart()
+        if self.state is None:
+            held, self.held = self.held, []
+            self.state = snapshot
+            out: list[Delivery]
+            if held and held[0].seq == snapshot.last_seq:
+                # The state published right after the first event we hold: resume with both.
+                log.info("state.synchronised", reason="resumed", score=snapshot.scoreline)
+                self.last_emitted = held[0].emitted_at
+                out = [(held[0], snapshot)]
+                held = held[1:]
+            else:
+                log.info("state.synchronised", reason="joined", score=snapshot.scoreline)
+                out = [(None, snapshot)]
+            for event in held:
+                out += self._sequence(event)
+            return out
+        if self.resync_from is not None and snapshot.last_seq >= self.resync_from:
+            self.state = snapshot
+            self.resync_from = None
+            self.stats.resyncs += 1
+            log.info("state.synchronised", reason="gap", score=snapshot.scoreline)
+            return [(None, snapshot)]
+        return []
+
+    def on_event(self, event: Event) -> list[Delivery]:
+        """What an event of this match means."""
+        self.stats.events += 1
+        if self._is_new_run(event):
+            self._restart()
+        if self.state is None:
+            if event.seq > 1:
+                self.held.append(event)
+                if len(self.held) <= HOLD_LIMIT:
+                    _log.debug(
+                        "event.held", match_id=self.match_id, seq=event.seq, held=len(self.held)
+                    )
+                    return []
+                return self.release()
+            self.state = MatchState.new(event.match_id)
+        return self._sequence(event)
+
+    def release(self) -> list[Delivery]:
+        """Stop waiting for a snapshot: deliver the held events from an empty state."""
+        if not self.held:
+            return []
+        _log.warning("state.snapshot_missing", match_id=self.match_id, held=len(self.held))
+        held, self.held = self.held, []
+        self.state = MatchState.new(self.match_id)
+        return [d for event in held for d in self._sequence(event)]
+
+    def _is_new_run(self, event: Event) -> bool:
+        if self.state is None or event.seq > self.state.last_seq:
+            return False
+        # A redelivery was emitted with an event applied already; a new run, after all of them.
+        # Without an event applied yet (joined from a snapshot) only a kick-off says so.
+        if self.last_emitted is None:
+            return event.seq == 1
+        return event.emitted_at > self.last_emitted
+
+    def _restart(self) -> None:
+        assert self.state is not None
+        self.stats.restarts += 1
+        _log.info("match.restarted", match_id=self.match_id, last_seq=self.state.last_seq)
+        self.state, self.resync_from, self.last_emitted, self.held = None, None, None, []
+
+    def _sequence(self, event: Event) -> list[Delivery]:
+        state = self.state
+        assert state is not None
+        log = _log.bind(match_id=self.match_id, seq=event.seq)
+        check = check_sequence(state, event.seq)
+        if check.kind == "duplicate":
+            self.stats.duplicates += 1
+            log.debug("event.duplicate_dropped", last_seq=state.last_seq)
+            return []
+        if check.kind == "gap":
+            self.stats.gaps += 1
+            self.stats.missing += len(check.missing)
+            self.resync_from = event.seq
+            log.warning(
+                "sequence.gap_detected",
+                missing_from=check.missing.start,
+                missing_to=check.missing.stop - 1,
+                missing=len(check.missing),
+            )
+        self.state = with_score_dict(apply(state, event))
+        if self.last_emitted is None or event.emitted_at > self.last_emitted:
+            self.last_emitted = event.emitted_at
+        return [(event, self.state)]

@@ -1,0 +1,242 @@
+"""``matchcast consume``: run subscriber plug-ins against a broker.
+
+::
+
+    matchcast consume ./goal_alerts.py scoreboard --broker mqtt://127.0.0.1:1883
+    matchcast consume recorder -o recorder.path=match.jsonl --match wc2026-sf-arg-eng
+    matchcast consume --list
+
+The first Ctrl-C (or SIGTERM) stops reading and lets the handlers finish what was received,
+then runs the stop hooks and exits 0; a second one gives up at once (exit 130).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Annotated
+
+import structlog
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from consumers import PluginError, Runner, Subscriber, installed_plugins, load_plugin, split_options
+from events import MatchState
+from matchcast.broker import DEFAULT_HOST
+from matchcast.cli import (
+    DEFAULT_EMBEDDED_PORT,
+    BrokerOpt,
+    LogFmtOpt,
+    QosOpt,
+    RootOpt,
+    VerboseOpt,
+    _broker,
+    _fail,
+    _run,
+    _setup_logs,
+    _topics,
+)
+from matchcast.mqtt import BrokerURL
+
+__all__ = ["consume", "register"]
+
+_log = structlog.get_logger("matchcast.consume")
+
+#: A persistent session outlives a disconnect by this long unless told otherwise (MQTT 5).
+DEFAULT_SESSION_EXPIRY = 3600
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``consume`` command to the CLI."""
+    app.command("consume", no_args_is_help=True)(consume)
+
+
+def consume(
+    plugins: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Subscribers to run: module:attribute, a path to a .py file, or the name of an "
+            "installed one (see --list).",
+            show_default=False,
+        ),
+    ] = None,
+    list_: Annotated[
+        bool, typer.Option("--list", help="Show the installed subscribers and exit.")
+    ] = False,
+    opt: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--opt",
+            "-o",
+            help="A plug-in option, PLUGIN.KEY=VALUE (PLUGIN. may be left out with one "
+            "plug-in); also read from $MATCHCAST_<PLUGIN>_<KEY>. Repeatable.",
+            show_default=False,
+        ),
+    ] = None,
+    broker: BrokerOpt = None,
+    match: Annotated[str, typer.Option("--match", help="Only this match id; '+' for all.")] = "+",
+    root: RootOpt = "matchcast",
+    qos: QosOpt = 1,
+    client_id: Annotated[
+        str | None,
+        typer.Option(
+            "--client-id",
+            help="MQTT client id; random, or derived from the plug-ins with --session.",
+            show_default=False,
+        ),
+    ] = None,
+    session: Annotated[
+        bool,
+        typer.Option(
+            "--session",
+            help="Persistent session: the broker keeps what is published while this consumer "
+            "is away and a restart with the same client id resumes from there.",
+        ),
+    ] = False,
+    session_expiry: Annotated[
+        int,
+        typer.Option(
+            "--session-expiry",
+            min=1,
+            help="Seconds the broker keeps a persistent session after a disconnect (MQTT 5).",
+        ),
+    ] = DEFAULT_SESSION_EXPIRY,
+    handler_timeout: Annotated[
+        float, typer.Option("--handler-timeout", min=0.001, help="Seconds a handler may take.")
+    ] = 10.0,
+    queue_size: Annotated[
+        int,
+        typer.Option(
+            "--queue-size",
+            min=2,
+            help="Events buffered per match; past it a slow match skips ahead to its state.",
+        ),
+    ] = 1000,
+    drain_timeout: Annotated[
+        float,
+        typer.Option(
+            "--drain-timeout", min=0, help="Seconds handlers get to finish on the way out."
+        ),
+    ] = 30.0,
+    exit_at_full_time: Annotated[
+        bool, typer.Option("--exit-at-full-time", help="Exit once the match (--match) is over.")
+    ] = False,
+    protocol: Annotated[
+        str, typer.Option(help="MQTT protocol: auto (5, else 3.1.1), 5 or 3.1.1.")
+    ] = "auto",
+    log_format: LogFmtOpt = "auto",
+    verbose: VerboseOpt = 0,
+) -> None:
+    """Run subscriber plug-ins on the live stream (broker default: 127.0.0.1:1883)."""
+    _setup_logs(log_format, verbose, quiet_default=False)
+    if list_:
+        if plugins:
+            _fail("--list takes no plug-ins", 2)
+        _print_installed()
+        return
+    if not plugins:
+        _fail("name at least one plug-in to run, or --list to see the installed ones", 2)
+    if protocol not in ("auto", "5", "3.1.1"):
+        _fail(f"--protocol must be auto, 5 or 3.1.1, not {protocol!r}", 2)
+    if exit_at_full_time and match == "+":
+        _fail("--exit-at-full-time needs --match MATCH_ID", 2)
+    if session and qos == 0:
+        _fail("--session needs --qos 1 or 2: a broker queues no QoS 0 messages for later", 2)
+    url = _broker(broker) or BrokerURL(DEFAULT_HOST, DEFAULT_EMBEDDED_PORT)
+    topics = _topics(root)
+    subscribers = _load(plugins, opt or [])
+    if session and client_id is None:
+        client_id = _session_client_id(subscribers)
+    from matchcast.app import run_watch  # noqa: PLC0415
+
+    runner = Runner(
+        subscribers,
+        topics=topics,
+        match_filter=match,
+        queue_size=queue_size,
+        handler_timeout=handler_timeout,
+        drain_timeout=drain_timeout,
+    )
+
+    async def go() -> dict[str, MatchState]:
+        _stop_on_signals(runner)
+        if session:
+            _log.info("consumer.session", client_id=client_id, expiry_s=session_expiry)
+        return await run_watch(
+            url,
+            [],
+            runner=runner,
+            match_filter=match,
+            qos=qos,
+            client_id=client_id,
+            protocol=protocol,  # type: ignore[arg-type]
+            until_finished={match} if exit_at_full_time else None,
+            clean_start=not session,
+            session_expiry=session_expiry if session else None,
+        )
+
+    _run(go)
+
+
+def _load(specs: Sequence[str], options: Sequence[str]) -> list[Subscriber]:
+    # Like ``python -m``: modules in the current directory can be named as module:attribute.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        per_plugin = split_options(specs, options)
+        subs = [
+            load_plugin(spec, opts, environ=os.environ)
+            for spec, opts in zip(specs, per_plugin, strict=True)
+        ]
+    except PluginError as err:
+        _fail(str(err), 2)
+    names = [s.name for s in subs]
+    if len(set(names)) != len(names):
+        _fail(f"two plug-ins share a name ({', '.join(names)}); each needs its own", 2)
+    return subs
+
+
+def _session_client_id(subscribers: Sequence[Subscriber]) -> str:
+    names = "-".join(re.sub(r"[^A-Za-z0-9_.-]", "_", s.name) for s in subscribers)
+    return f"matchcast-consume-{names}"[:128]
+
+
+def _stop_on_signals(runner: Runner) -> None:
+    """First Ctrl-C/SIGTERM: stop reading, let handlers finish. Second: cancel outright."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+
+    def on_signal(sig: signal.Signals) -> None:
+        if runner.stopping:
+            _log.warning("consumer.interrupted", signal=sig.name)
+            task.cancel()
+            return
+        _log.info("consumer.stopping", signal=sig.name, hint="again to stop at once")
+        runner.stop()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig)
+
+
+def _print_installed() -> None:
+    found = installed_plugins()
+    console = Console()
+    if not found:
+        console.print("No subscribers installed in the group matchcast.subscribers.")
+        return
+    table = Table(title="Installed subscribers (matchcast consume NAME)", title_justify="left")
+    table.add_column("name", no_wrap=True, style="bold")
+    for column in ("what it does", "options", "from"):
+        table.add_column(column, overflow="fold")
+    for p in found:
+        what = f"[red]cannot load: {escape(p.error)}[/]" if p.error else escape(p.summary)
+        source = f"{escape(p.package)}\n[dim]{escape(p.target)}[/]"
+        table.add_row(p.name, what, escape("\n".join(p.options)), source)
+    console.print(table)

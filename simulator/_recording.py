@@ -1,0 +1,146 @@
+"""Recordings: a stream written to JSON Lines, read back so it can be replayed.
+
+The format (written by the ``recorder`` subscriber, see docs/subscribers.md) is one JSON object
+per line: an event exactly as on the wire, or ``{"snapshot": STATE}`` where the stream starts
+from (or was resynchronised to) a state snapshot. Lines of several matches may interleave.
+
+Each event's place in time is when it was due (``scheduled_at``, else ``emitted_at``), so a
+replay keeps the original timing, across matches too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from events import (
+    DecodeError,
+    Event,
+    MatchFileError,
+    MatchState,
+    apply,
+    decode_event,
+    format_validation_error,
+)
+
+__all__ = ["RECORDING_SUFFIX", "Recording", "is_recording", "load_recording"]
+
+RECORDING_SUFFIX = ".jsonl"
+_MAX_PROBLEMS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Recording:
+    """The recorded stream of one match.
+
+    Attributes:
+        initial: the state before the first event (a snapshot, or a new match).
+        events: the events in the order recorded.
+        states: the state after each event, snapshots in the recording applied.
+        offsets: seconds from the recording's first event to each event, as recorded.
+    """
+
+    match_id: str
+    path: Path
+    initial: MatchState
+    events: tuple[Event, ...]
+    states: tuple[MatchState, ...]
+    offsets: tuple[float, ...]
+
+    def wall_offsets(self, speed: float | None) -> list[float]:
+        """Wall seconds to each event, ``speed`` times faster than recorded (None: no waits)."""
+        if speed is None:
+            return [0.0] * len(self.events)
+        return [o / speed for o in self.offsets]
+
+
+def is_recording(spec: str | Path) -> bool:
+    """True for a path that names a recording (``.jsonl``)."""
+    return str(spec).endswith(RECORDING_SUFFIX)
+
+
+@dataclass(slots=True)
+class _Builder:
+    initial: MatchState | None = None
+    state: MatchState | None = None
+    events: list[Event] = field(default_factory=list)
+    states: list[MatchState] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    try:
+        with path.open("rb") as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    yield n, line
+    except OSError as err:
+        raise MatchFileError(path, [f"cannot read it: {err.strerror or err}"]) from None
+
+
+def load_recording(path: str | Path) -> list[Recording]:
+    """The matches of a recording, in order of first appearance.
+
+    Raises:
+        MatchFileError: the file cannot be read, a line is neither an event nor a snapshot, or
+            it holds no events; the problems name their line numbers.
+    """
+    path = Path(path)
+    matches: dict[str, _Builder] = {}
+    problems: list[str] = []
+    for n, line in _lines(path):
+        try:
+            _add(matches, line)
+        except (DecodeError, ValidationError, ValueError) as err:
+            reason = (
+                format_validation_error(err)
+                if isinstance(err, ValidationError)
+                else getattr(err, "reason", str(err))
+            )
+            problems.append(f"line {n}: {reason}")
+            if len(problems) >= _MAX_PROBLEMS:
+                break
+    if problems:
+        raise MatchFileError(path, problems)
+    recorded = {m: b for m, b in matches.items() if b.events}
+    if not recorded:
+        raise MatchFileError(path, ["no events in it: is it a recording (.jsonl)?"])
+    t0 = min(t for b in recorded.values() for t in b.times)
+    return [
+        Recording(
+            match_id=m,
+            path=path,
+            initial=b.initial or MatchState.new(m),
+            events=tuple(b.events),
+            states=tuple(b.states),
+            offsets=tuple(t - t0 for t in b.times),
+        )
+        for m, b in recorded.items()
+    ]
+
+
+def _add(matches: dict[str, _Builder], line: bytes) -> None:
+    data = json.loads(line) if line.lstrip().startswith(b'{"snapshot"') else None
+    if isinstance(data, dict) and set(data) == {"snapshot"}:
+        snapshot = MatchState.model_validate(data["snapshot"])
+        b = matches.setdefault(snapshot.match_id, _Builder())
+        if not b.events:
+            b.initial = b.state = snapshot
+        else:
+            if snapshot.last_seq == b.events[-1].seq:
+                b.states[-1] = snapshot
+            b.state = snapshot
+        return
+    event = decode_event(line)
+    b = matches.setdefault(event.match_id, _Builder())
+    if b.state is None:
+        b.initial = b.state = MatchState.new(event.match_id)
+    b.state = apply(b.state, event)
+    due = event.scheduled_at or event.emitted_at
+    b.events.append(event)
+    b.states.append(b.state)
+    b.times.append(due.timestamp())

@@ -1,0 +1,153 @@
+"""Recordings: read back what the recorder wrote, and replay it with its original timing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from events import (
+    Event,
+    MatchFileError,
+    MatchState,
+    MessageProps,
+    apply,
+    decode_event,
+    decode_state,
+    encode_event,
+    encode_state,
+)
+from matchcast.testing import match_events
+from simulator import Recording, Replayer, ReplayOptions, load_recording, resolve_sources
+
+EVENTS = match_events()
+MATCH = EVENTS[0].match_id
+
+
+def states_after(events: list[Event], state: MatchState | None = None) -> list[MatchState]:
+    state, out = state or MatchState.new(events[0].match_id), []
+    for e in events:
+        state = apply(state, e)
+        out.append(state)
+    return out
+
+
+STATES = states_after(EVENTS)
+
+
+def write(path: Path, *items: Event | MatchState) -> Path:
+    lines = [
+        b'{"snapshot":' + encode_state(i) + b"}" if isinstance(i, MatchState) else encode_event(i)
+        for i in items
+    ]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+class FakeClock:
+    """Time moves only when the replayer sleeps; deadlines are noted, not waited for."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+        self.deadlines: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep_until(self, deadline: float) -> None:
+        self.deadlines.append(deadline - 1000.0)
+        self.t = max(self.t, deadline)
+
+
+class FakePublisher:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, bool]] = []
+
+    async def publish(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        qos: int = 1,
+        retain: bool = False,
+        props: MessageProps | None = None,
+    ) -> None:
+        self.sent.append((topic, payload, retain))
+
+
+def test_a_recording_reads_back_into_events_states_and_offsets(tmp_path: Path) -> None:
+    [rec] = load_recording(write(tmp_path / "r.jsonl", *EVENTS))
+    assert rec.match_id == MATCH
+    assert rec.events == tuple(EVENTS)
+    assert rec.states == tuple(STATES)
+    assert rec.offsets[0] == 0.0
+    first = EVENTS[0].emitted_at
+    assert rec.offsets[-1] == (EVENTS[-1].emitted_at - first).total_seconds()
+    assert resolve_sources(str(tmp_path / "r.jsonl")) == [rec]
+
+
+def test_snapshot_lines_seed_the_state_and_resynchronise_it(tmp_path: Path) -> None:
+    """Joined at seq 10, then lost 16-18 and resynchronised from the snapshot at 18."""
+    items = [STATES[9], *EVENTS[10:15], STATES[17], *EVENTS[18:20]]
+    [rec] = load_recording(write(tmp_path / "r.jsonl", *items))
+    assert rec.initial == STATES[9]
+    assert [e.seq for e in rec.events] == [11, 12, 13, 14, 15, 19, 20]
+    assert rec.states[-1] == STATES[19]
+
+
+def test_several_matches_share_one_time_line(tmp_path: Path) -> None:
+    later = dt.timedelta(seconds=30)
+    other = [
+        e.model_copy(update={"match_id": "other", "emitted_at": e.emitted_at + later})
+        for e in EVENTS[:3]
+    ]
+    a, b = load_recording(
+        write(tmp_path / "r.jsonl", EVENTS[0], other[0], *EVENTS[1:3], *other[1:])
+    )
+    assert (a.match_id, b.match_id) == (MATCH, "other")
+    assert b.offsets[0] == 30.0
+
+
+def test_a_bad_recording_says_which_lines_are_wrong(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(encode_event(EVENTS[0]) + b'\nnot json\n{"type": "goal"}\n\n')
+    with pytest.raises(MatchFileError) as info:
+        load_recording(path)
+    assert [p.split(":")[0] for p in info.value.problems] == ["line 2", "line 3"]
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(MatchFileError, match="no events"):
+        load_recording(tmp_path / "empty.jsonl")
+    with pytest.raises(MatchFileError, match="cannot read"):
+        load_recording(tmp_path / "missing.jsonl")
+
+
+@pytest.mark.parametrize("speed", [1.0, 60.0])
+async def test_a_replayed_recording_keeps_its_original_timing(tmp_path: Path, speed: float) -> None:
+    [rec] = load_recording(write(tmp_path / "r.jsonl", *EVENTS))
+    clock, pub = FakeClock(), FakePublisher()
+    report = await Replayer(pub, ReplayOptions(speed=speed), clock=clock).run(rec)
+    assert clock.deadlines == pytest.approx([o / speed for o in rec.offsets])
+    assert report.published == len(EVENTS)
+    sent = [decode_event(p) for t, p, _ in pub.sent if t.endswith("/events")]
+    strip = {"emitted_at", "scheduled_at"}
+    assert [e.model_dump(exclude=strip) for e in sent] == [
+        e.model_dump(exclude=strip) for e in EVENTS
+    ]
+    states = [decode_state(p) for t, p, _ in pub.sent if t.endswith("/state")]
+    assert states == STATES
+    assert report.final_state == STATES[-1]
+
+
+async def test_a_recording_that_starts_mid_match_publishes_its_snapshot_first(
+    tmp_path: Path,
+) -> None:
+    [rec] = load_recording(write(tmp_path / "r.jsonl", STATES[49], *EVENTS[50:]))
+    pub = FakePublisher()
+    await Replayer(pub, ReplayOptions(speed=None), clock=FakeClock()).run(rec)
+    topic, payload, retain = pub.sent[0]
+    assert topic.endswith("/state")
+    assert retain
+    assert json.loads(payload)["last_seq"] == 50
+    assert isinstance(rec, Recording)
