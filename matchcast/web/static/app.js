@@ -88,9 +88,10 @@ function renderGoals(s, home) {
     list.append(el("li", { class: side, "data-seq": g.seq },
       el("span", { class: "min" }, g.clock.label),
       el("span", { class: "team-tag", title: teamName(s, g.team) }, g.team),
-      el("span", { class: "who" }, g.scorer, ...(how || g.detail ? [el("span", { class: "how" }, [how, g.detail].filter(Boolean).join(" · "))] : [])),
+      el("span", { class: "who" }, g.scorer, ...(g.detail || how ? [el("span", { class: "how" }, g.detail || how)] : [])),
     ));
-    sides[side].append(el("li", {}, el("strong", {}, g.scorer), ` ${g.clock.label}${g.method === "penalty" ? " (pen)" : g.method === "own_goal" ? " (o.g.)" : ""}`));
+    const tag = g.method === "penalty" ? " (pen)" : g.method === "own_goal" ? " (o.g.)" : "";
+    sides[side].append(el("li", {}, el("strong", {}, g.scorer), " ", el("span", { class: "gmin" }, `${g.clock.label}${tag}`)));
   }
   $("goals-empty").hidden = s.goals.length > 0;
 }
