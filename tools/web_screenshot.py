@@ -13,7 +13,7 @@ import argparse
 import asyncio
 from pathlib import Path
 
-from playwright.async_api import async_playwright
+from playwright.async_api import async_playwright, expect
 
 from consumers import Runner
 from matchcast.app import run_replay, run_watch
@@ -47,9 +47,9 @@ async def main(out: Path, phone: Path | None, speed: float) -> None:
             await runner.subscribed.wait()
             page = await browser.new_page(viewport={"width": 1280, "height": 860})
             await page.goto(f"{server.url}?match={match.match_id}")
-            await page.wait_for_function("document.getElementById('conn').dataset.state === 'live'")
+            await expect(page.locator("#conn")).to_have_attribute("data-state", "live")
             await run_replay([match], url, ReplayOptions(speed=speed, break_seconds=0.5))
-            await page.wait_for_function("document.getElementById('clock').textContent === 'FT'")
+            await expect(page.locator("#clock")).to_have_text("FT", timeout=60_000)
             await page.wait_for_timeout(2000)  # let the goal animation settle
             await page.screenshot(path=str(out))
             if phone is not None:
@@ -57,9 +57,7 @@ async def main(out: Path, phone: Path | None, speed: float) -> None:
                     viewport={"width": 390, "height": 844}, device_scale_factor=2
                 )
                 await mobile.goto(f"{server.url}?match={match.match_id}")
-                await mobile.wait_for_function(
-                    "document.getElementById('clock').textContent === 'FT'"
-                )
+                await expect(mobile.locator("#clock")).to_have_text("FT")
                 await mobile.screenshot(path=str(phone), full_page=True)
             runner.stop()
             await watch

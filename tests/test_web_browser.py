@@ -1,0 +1,176 @@
+"""The match page in a real browser (the system Chromium, driven by Playwright).
+
+Skipped where Chromium or Playwright is missing, unless ``MATCHCAST_REQUIRE_BROWSER=1`` (as CI
+sets it): then they fail. Never downloads a browser: ``apt-get install chromium`` provides it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from events import Topics
+from matchcast.app import run_replay
+from matchcast.broker import free_port
+from matchcast.mqtt import BrokerURL
+from matchcast.testing import wait_port
+from simulator import ReplayOptions, resolve_matches
+
+pytestmark = [pytest.mark.browser, pytest.mark.mosquitto]
+
+REQUIRE_BROWSER_ENV = "MATCHCAST_REQUIRE_BROWSER"
+CHROMIUM = os.environ.get("MATCHCAST_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SEMI = resolve_matches("semifinal")[0]
+
+
+def _missing() -> str | None:
+    if not os.path.exists(CHROMIUM):
+        return f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)"
+    try:
+        import playwright.async_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install -e '.[dev]')"
+    return None
+
+
+@pytest.fixture(scope="module")
+def _browser_available() -> None:
+    reason = _missing()
+    if reason is None:
+        return
+    if os.environ.get(REQUIRE_BROWSER_ENV) == "1":
+        pytest.fail(f"{reason}; required by {REQUIRE_BROWSER_ENV}=1")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+async def browser(_browser_available: None) -> AsyncIterator[Any]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        b = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        await b.close()
+
+
+@pytest.fixture
+def web_url(mosquitto_url: BrokerURL, topics: Topics) -> Iterator[str]:
+    """``matchcast web`` as its own process, on the test's broker and topic root."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "matchcast",
+            "web",
+            "--broker",
+            f"mqtt://{mosquitto_url.host}:{mosquitto_url.port}",
+            "--port",
+            str(port),
+            "--root",
+            topics.root,
+            "--log-format",
+            "json",
+        ],
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_port("127.0.0.1", port, timeout=20)
+        yield f"http://127.0.0.1:{port}/?match={SEMI.match_id}"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+        assert proc.returncode in (0, -15), err.decode()
+
+
+def _score(page: Any) -> Any:
+    return page.evaluate("document.getElementById('score').textContent")
+
+
+async def _wait_text(page: Any, element_id: str, text: str, timeout_ms: float = 60_000) -> None:
+    """Wait until the element shows ``text`` (Playwright's expect works under the page's CSP)."""
+    from playwright.async_api import expect
+
+    await expect(page.locator(f"#{element_id}")).to_have_text(text, timeout=timeout_ms)
+
+
+async def _wait_live(page: Any) -> None:
+    from playwright.async_api import expect
+
+    await expect(page.locator("#conn")).to_have_attribute("data-state", "live", timeout=10_000)
+
+
+async def test_page_follows_the_semifinal_live(
+    browser: Any, web_url: str, mosquitto_url: BrokerURL, topics: Topics, tmp_path: Path
+) -> None:
+    """The score reaches 2-1 and the goals show with their minutes; a page opened after 55'
+    shows 0-1 at once (from the retained snapshot), before the next goal arrives."""
+    page = await browser.new_page(viewport={"width": 1280, "height": 860})
+    await page.goto(web_url)
+    await _wait_live(page)
+    options = ReplayOptions(speed=240, break_seconds=0.5, topics=topics)
+    replay = asyncio.ensure_future(run_replay([SEMI], mosquitto_url, options))
+    try:
+        await _wait_text(page, "score", "0-1")
+        late = await browser.new_page(viewport={"width": 390, "height": 844})
+        await late.goto(web_url)
+        await _wait_text(late, "score", "0-1", timeout_ms=5_000)
+        # Read score and goals in one go: the page showed 0-1 with one goal, so that came
+        # before Fernández's equaliser (86'), not after it.
+        seen = await late.evaluate(
+            "[document.getElementById('score').textContent,"
+            " [...document.querySelectorAll('#goals li .min')].map(e => e.textContent)]"
+        )
+        assert seen == ["0-1", ["55'"]]
+
+        await _wait_text(page, "clock", "FT")
+        await replay
+    finally:
+        replay.cancel()
+    assert await _score(page) == "2-1"
+    goals = await page.evaluate(
+        "[...document.querySelectorAll('#goals li')].map(li =>"
+        " [li.querySelector('.min').textContent, li.querySelector('.team-tag').textContent,"
+        "  li.querySelector('.who').firstChild.textContent])"
+    )
+    assert goals == [
+        ["55'", "ENG", "Anthony Gordon"],
+        ["86'", "ARG", "Enzo Fernández"],
+        ["90+2'", "ARG", "Lautaro Martínez"],
+    ]
+    ticker = await page.evaluate("document.getElementById('ticker').innerText")
+    assert "FULL TIME" in ticker and "KICK-OFF" in ticker
+    assert await page.evaluate("document.getElementById('status').textContent") == "Full time"
+    await _wait_text(late, "score", "2-1", timeout_ms=5_000)
+    await page.screenshot(path=str(tmp_path / "fulltime.png"))
+
+
+async def test_page_without_a_match_picks_the_live_one(
+    browser: Any, web_url: str, mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    """Opened with no match chosen, the page waits, then follows the first match that starts."""
+    page = await browser.new_page()
+    await page.goto(web_url.split("?")[0])
+    await _wait_live(page)
+    options = ReplayOptions(speed=None, topics=topics)
+    await run_replay([SEMI], mosquitto_url, options)
+    await _wait_text(page, "clock", "FT", timeout_ms=20_000)
+    assert await _score(page) == "2-1"
+    assert SEMI.match_id in page.url
