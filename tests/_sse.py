@@ -69,7 +69,9 @@ async def open_stream(
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
     path = "/events" + (f"?match={match_id}" if match_id else "")
     extra = f"Last-Event-ID: {last_event_id}\r\n" if last_event_id is not None else ""
-    writer.write(f"GET {path} HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n{extra}\r\n".encode())
+    writer.write(
+        f"GET {path} HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n{extra}\r\n".encode()
+    )
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.decode().split("\r\n")
     headers = {k.lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:] if h)}

@@ -167,7 +167,7 @@ async def test_page_without_a_match_picks_the_live_one(
 ) -> None:
     """Opened with no match chosen, the page waits, then follows the first match that starts."""
     page = await browser.new_page()
-    await page.goto(web_url.split("?")[0])
+    await page.goto(web_url.split("?", maxsplit=1)[0])
     await _wait_live(page)
     options = ReplayOptions(speed=None, topics=topics)
     await run_replay([SEMI], mosquitto_url, options)
