@@ -45,13 +45,13 @@ async def main(out: Path, phone: Path | None, speed: float) -> None:
         async with WebServer(hub, port=0) as server, asyncio.TaskGroup() as tg:
             watch = tg.create_task(run_watch(url, [], runner=runner))
             await runner.subscribed.wait()
-            page = await browser.new_page(viewport={"width": 1280, "height": 860})
+            page = await browser.new_page(viewport={"width": 1280, "height": 900})
             await page.goto(f"{server.url}?match={match.match_id}")
             await expect(page.locator("#conn")).to_have_attribute("data-state", "live")
             await run_replay([match], url, ReplayOptions(speed=speed, break_seconds=0.5))
             await expect(page.locator("#clock")).to_have_text("FT", timeout=60_000)
             await page.wait_for_timeout(2000)  # let the goal animation settle
-            await page.screenshot(path=str(out))
+            await page.screenshot(path=str(out), full_page=True)
             if phone is not None:
                 mobile = await browser.new_page(
                     viewport={"width": 390, "height": 844}, device_scale_factor=2

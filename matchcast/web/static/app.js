@@ -178,7 +178,10 @@ function onState(e) {
   if (first) {
     resetTicker();
     for (const g of s.goals) addTicker(g.clock.label, "GOAL", `${g.scorer} (${g.team})`, "goal", false);
-    if (s.status !== "scheduled") addTicker(displayClock(s).split(" ").pop(), "JOINED", `${scoreline(s)}: following live from here`, "joined", false);
+    if (s.status !== "scheduled") {
+      const note = s.status === "finished" ? "final score" : "following live from here";
+      addTicker(displayClock(s).split(" ").pop(), "JOINED", `${scoreline(s)}: ${note}`, "joined", false);
+    }
   }
   render();
 }
