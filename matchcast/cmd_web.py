@@ -100,6 +100,11 @@ def web(
                 if matches:
                     await asyncio.wait_for(runner.subscribed.wait(), timeout=10)
                     await run_replay(matches, broker_url, options, replayer_id="web-demo")
+                    task = asyncio.current_task()
+                    if task is not None and task.cancelling():
+                        # run_replay swallows a cancel (Ctrl-C, SIGTERM) that lands while it
+                        # publishes its offline status; stop anyway instead of serving on.
+                        raise asyncio.CancelledError
                     _err.print("Replay finished; the page stays up (Ctrl-C to stop).")
 
     try:

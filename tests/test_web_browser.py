@@ -16,14 +16,15 @@ from typing import Any
 
 import pytest
 
-from events import Topics
+from events import Event, MatchState, Topics, apply
 from matchcast.app import run_replay
 from matchcast.broker import free_port
 from matchcast.mqtt import BrokerURL
 from matchcast.testing import wait_port
-from simulator import ReplayOptions, resolve_matches
+from matchcast.web import Hub, WebServer
+from simulator import ReplayOptions, expand, resolve_matches
 
-pytestmark = [pytest.mark.browser, pytest.mark.mosquitto]
+pytestmark = pytest.mark.browser
 
 REQUIRE_BROWSER_ENV = "MATCHCAST_REQUIRE_BROWSER"
 CHROMIUM = os.environ.get("MATCHCAST_CHROMIUM", "/usr/bin/chromium")
@@ -117,6 +118,7 @@ async def _wait_live(page: Any) -> None:
     await expect(page.locator("#conn")).to_have_attribute("data-state", "live", timeout=10_000)
 
 
+@pytest.mark.mosquitto
 async def test_page_follows_the_semifinal_live(
     browser: Any, web_url: str, mosquitto_url: BrokerURL, topics: Topics, tmp_path: Path
 ) -> None:
@@ -162,6 +164,7 @@ async def test_page_follows_the_semifinal_live(
     await page.screenshot(path=str(tmp_path / "fulltime.png"))
 
 
+@pytest.mark.mosquitto
 async def test_page_without_a_match_picks_the_live_one(
     browser: Any, web_url: str, mosquitto_url: BrokerURL, topics: Topics
 ) -> None:
@@ -174,3 +177,34 @@ async def test_page_without_a_match_picks_the_live_one(
     await _wait_text(page, "clock", "FT", timeout_ms=20_000)
     assert await _score(page) == "2-1"
     assert SEMI.match_id in page.url
+
+
+def _feed(hub: Hub, events: list[Event], match_id: str) -> None:
+    state = MatchState.new(match_id)
+    for original in events:
+        e = original.model_copy(update={"match_id": match_id})
+        state = apply(state, e)
+        hub.publish(e, state)
+
+
+async def test_match_picker_switches_between_live_matches(browser: Any) -> None:
+    """With two matches live, the picker lists both (score and status as text) and switches."""
+    from playwright.async_api import expect
+
+    events = [s.event for s in expand(SEMI)]
+    hub = Hub()
+    _feed(hub, events[:62], "day1-arg-eng")
+    _feed(hub, events[:20], "day1-other")
+    async with WebServer(hub, port=0) as server:
+        page = await browser.new_page(viewport={"width": 390, "height": 844})
+        await page.goto(server.url)
+        await _wait_text(page, "score", "0-1", timeout_ms=10_000)
+        picker = page.locator("#picker")
+        await expect(picker).to_be_visible()
+        await expect(picker.locator("option")).to_have_text(
+            ["ARG 0-1 ENG · Live", "ARG 0-0 ENG · Live"]
+        )
+        await picker.select_option("day1-other")
+        await _wait_text(page, "score", "0-0", timeout_ms=10_000)
+        assert "match=day1-other" in page.url
+        await _wait_text(page, "clock", "1H 19'")
