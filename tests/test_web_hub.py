@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from structlog.testing import capture_logs
+
 import matchcast.web
 from events import Event, MatchState, apply
 from matchcast.web import Client, Frame, Hub
@@ -110,9 +112,19 @@ async def test_full_queue_drops_that_browser_only() -> None:
     aborted: list[bool] = []
     slow.abort = lambda: aborted.append(True)
     received: list[int] = []
-    for i in range(1, 30):
-        _feed(hub, i + 1, start=i)
-        received += [f.seq for f in _queued(fast) if f.seq is not None]
+    with capture_logs() as logs:
+        for i in range(1, 30):
+            _feed(hub, i + 1, start=i)
+            received += [f.seq for f in _queued(fast) if f.seq is not None]
+    assert [e for e in logs if e["event"] == "browser.dropped"] == [
+        {
+            "event": "browser.dropped",
+            "log_level": "warning",
+            "match_id": SEMI.match_id,
+            "reason": "queue_full",
+            "queue_size": 5,
+        }
+    ]
     assert received == list(range(2, 31))
     assert slow.dropped
     assert aborted == [True]
