@@ -162,3 +162,11 @@ async def test_disconnect_is_idempotent() -> None:
     hub.disconnect(client)
     hub.disconnect(client)
     assert hub.stats.clients_connected == 0
+
+
+async def test_unknown_match_is_forgotten_when_its_last_browser_leaves() -> None:
+    hub = Hub()
+    client = hub.connect("made-up")
+    hub.disconnect(client)
+    assert hub.state("made-up") is None
+    assert "made-up" not in hub._channels

@@ -51,6 +51,7 @@ async def test_page_and_assets_are_served_by_the_package(server: WebServer) -> N
     assert (await get(server.port, "/static/../cli.py"))[0] == 404
     assert (await get(server.port, "/nope"))[0] == 404
     assert (await get(server.port, "/", method="POST"))[0] == 405
+    assert (await get(server.port, "/events", method="HEAD"))[0] == 405
 
 
 async def test_api_lists_matches(server: WebServer) -> None:

@@ -242,11 +242,19 @@ class Hub:
         return client
 
     def disconnect(self, client: Client) -> None:
-        """Forget a browser (idempotent)."""
-        group = self._lobby if client.match_id is None else self._channel(client.match_id).clients
+        """Forget a browser (idempotent). A match nobody published and nobody follows is
+        forgotten too, so asking for made-up match ids costs nothing lasting."""
+        if client.match_id is None:
+            group = self._lobby
+        else:
+            channel = self._channels.get(client.match_id)
+            group = channel.clients if channel else set()
         if client in group:
             group.discard(client)
             self.stats.clients_connected -= 1
+        channel = self._channels.get(client.match_id or "")
+        if channel is not None and channel.state is None and not channel.clients:
+            del self._channels[channel.match_id]
 
     def sent(self, frame: Frame, now: float) -> None:
         """Record that ``frame`` reached a browser's socket at loop time ``now``."""

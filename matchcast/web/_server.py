@@ -127,10 +127,10 @@ class WebServer:
             if head is None:
                 return
             method, target, headers = head
-            if method not in ("GET", "HEAD"):
+            url = urlsplit(target)
+            if method not in ("GET", "HEAD") or (method == "HEAD" and url.path == "/events"):
                 await self._respond(writer, HTTPStatus.METHOD_NOT_ALLOWED, b"GET only\n")
                 return
-            url = urlsplit(target)
             query = parse_qs(url.query)
             if url.path == "/events":
                 await self._events(writer, query, headers)
