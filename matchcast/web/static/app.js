@@ -94,6 +94,7 @@ function renderGoals(s, home) {
     sides[side].append(el("li", {}, el("strong", {}, g.scorer), " ", el("span", { class: "gmin" }, `${g.clock.label}${tag}`)));
   }
   $("goals-empty").hidden = s.goals.length > 0;
+  $("scorers").hidden = s.goals.length === 0;
 }
 
 function renderPossession(s, h, a) {
