@@ -448,6 +448,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "matchcast.cmd_asyncapi",
     "matchcast.cmd_consume",
     "matchcast.cmd_matches",
+    "matchcast.cmd_web",
 )
 
 

@@ -1,0 +1,119 @@
+"""``matchcast web``: the live match page in a browser.
+
+Serves the page and its server-sent event streams, fed by a bridge subscriber on the broker.
+With ``--demo``, or with no broker given at all, it also starts the embedded broker and a replay
+of the semi-final, so one command is the whole show.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from matchcast.cli import (
+    DEMO_SPEED,
+    BrokerOpt,
+    LogFmtOpt,
+    RootOpt,
+    VerboseOpt,
+    _broker,
+    _err,
+    _Exit,
+    _from,
+    _matches,
+    _run,
+    _setup_logs,
+    _speed,
+    _topics,
+)
+
+__all__ = ["register"]
+
+
+def web(
+    broker: BrokerOpt = None,
+    host: Annotated[
+        str, typer.Option(help="Address to bind; 127.0.0.1 keeps the page on this machine.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port of the page.")] = 8000,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help="Also replay a match (the semi-final by default) onto the broker; "
+            "implied when no broker is given.",
+        ),
+    ] = False,
+    match: Annotated[
+        str | None,
+        typer.Option("--match", help="With --demo: the match file or bundled name to replay."),
+    ] = None,
+    speed: Annotated[
+        str, typer.Option(help="With --demo: match seconds per wall second, or 'max'.")
+    ] = str(int(DEMO_SPEED)),
+    start: Annotated[
+        str | None, typer.Option("--from", help="With --demo: start at this minute, e.g. 60.")
+    ] = None,
+    root: RootOpt = "matchcast",
+    queue_size: Annotated[
+        int,
+        typer.Option(
+            "--queue-size", min=1, help="Updates a browser may have waiting before it is dropped."
+        ),
+    ] = 256,
+    log_format: LogFmtOpt = "auto",
+    verbose: VerboseOpt = 0,
+) -> None:
+    """Serve a live match page (scoreboard, goals, ticker, possession) pushed over SSE."""
+    _setup_logs(log_format, verbose, quiet_default=True)
+    from matchcast.mqtt import BrokerURL  # noqa: PLC0415
+    from simulator import ReplayOptions  # noqa: PLC0415
+
+    url = _broker(broker)
+    topics = _topics(root)
+    replay = demo or url is None
+    matches = _matches(match) if replay else []
+    options = ReplayOptions(speed=_speed(speed), start=_from(start), topics=topics)
+
+    async def go() -> None:
+        from matchcast.broker import embedded_broker  # noqa: PLC0415
+
+        if url is not None:
+            await _serve(url)
+            return
+        async with embedded_broker() as b:
+            await _serve(BrokerURL(b.host, b.port))
+
+    async def _serve(broker_url: BrokerURL) -> None:
+        from consumers import Runner  # noqa: PLC0415
+        from matchcast.app import run_replay, run_watch  # noqa: PLC0415
+        from matchcast.web import Hub, WebServer, bridge  # noqa: PLC0415
+
+        hub = Hub(queue_size=queue_size)
+        runner = Runner([bridge(hub)], topics=topics)
+        async with WebServer(hub, host, port) as server:
+            _err.print(f"Match page: [bold]{server.url}[/]  (Ctrl-C to stop)", markup=True)
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(run_watch(broker_url, [], runner=runner))
+                if matches:
+                    await asyncio.wait_for(runner.subscribed.wait(), timeout=10)
+                    await run_replay(matches, broker_url, options, replayer_id="web-demo")
+                    task = asyncio.current_task()
+                    if task is not None and task.cancelling():
+                        # run_replay swallows a cancel (Ctrl-C, SIGTERM) that lands while it
+                        # publishes its offline status; stop anyway instead of serving on.
+                        raise asyncio.CancelledError
+                    _err.print("Replay finished; the page stays up (Ctrl-C to stop).")
+
+    try:
+        _run(go)
+    except _Exit as e:
+        if e.code != 130:
+            raise
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``web`` command to ``app``."""
+    app.command("web")(web)

@@ -1,0 +1,16 @@
+"""The live match page: a bridge subscriber, a fan-out hub, and a small SSE web server.
+
+::
+
+    hub = Hub()
+    async with WebServer(hub, port=8000):
+        await run_watch(url, [bridge(hub)])
+
+The page itself (HTML, CSS, vanilla JS) is in ``static/`` and served from the package.
+"""
+
+from matchcast.web._bridge import bridge
+from matchcast.web._hub import Client, Frame, Hub, HubStats
+from matchcast.web._server import WebServer
+
+__all__ = ["Client", "Frame", "Hub", "HubStats", "WebServer", "bridge"]

@@ -1,0 +1,318 @@
+"""The fan-out hub between the bridge subscriber and the browsers.
+
+Per match the hub keeps the latest state, a bounded history of update frames (for
+``Last-Event-ID`` resume) and the set of connected browsers. Each browser has a bounded queue;
+the bridge only ever calls ``put_nowait``, so a slow or dead browser cannot delay the others:
+when its queue is full it is dropped (counted, logged, its connection aborted) and the browser
+reconnects with ``Last-Event-ID`` to resume from where it got to.
+
+Every frame is a server-sent event encoded once and shared by all browsers of the match:
+
+- ``event: state`` with ``id: <last_seq>``: ``{"state": ...}``, the snapshot a browser starts
+  from (also pushed to everyone after the runner resynchronises on a gap);
+- ``event: update`` with ``id: <seq>``: ``{"event": ..., "state": ..., "line": ...}``, the event,
+  the state after it and its ticker line (None for clock ticks);
+- ``event: matches`` (no id, so it never moves a browser's resume point): the match picker's list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from consumers import commentary
+from events import Event, MatchState, encode_event, encode_state
+
+__all__ = ["Client", "Frame", "Hub", "HubStats", "MatchSummary"]
+
+_log = structlog.get_logger("matchcast.web")
+
+#: A summary of one match for the picker: what a ``matches`` frame lists.
+MatchSummary = dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One server-sent event, encoded.
+
+    Attributes:
+        data: the bytes to write, ending in the blank line.
+        seq: the event id it carries, or None (the match list).
+        created: loop time the bridge handed it to the hub, for the latency figures.
+    """
+
+    data: bytes
+    seq: int | None
+    created: float
+
+
+def sse(kind: str, payload: bytes, seq: int | None = None) -> bytes:
+    """Encode one server-sent event; ``payload`` is single-line JSON."""
+    head = f"event: {kind}\n" + (f"id: {seq}\n" if seq is not None else "")
+    return head.encode() + b"data: " + payload + b"\n\n"
+
+
+def summary(state: MatchState) -> MatchSummary:
+    """What the match picker shows of a match (not the clock: it would be pushed every minute)."""
+    return {
+        "match_id": state.match_id,
+        "home": state.home.model_dump() if state.home else None,
+        "away": state.away.model_dump() if state.away else None,
+        "score": dict(state.score),
+        "status": state.status,
+    }
+
+
+class Client:
+    """One browser's subscription: frames to send first, then a bounded queue of live frames.
+
+    Args:
+        match_id: the match it follows, or None for the match list only.
+        backlog: frames owed before any live one (snapshot or resumed history).
+        queue_size: live frames that may wait before the browser counts as too slow.
+    """
+
+    def __init__(self, match_id: str | None, backlog: list[Frame], queue_size: int) -> None:
+        self.match_id = match_id
+        self.backlog = backlog
+        self.queue: asyncio.Queue[Frame | None] = asyncio.Queue(queue_size)
+        self.dropped = False
+        #: Set by the server: aborts the connection at once (the writer may be stuck in drain).
+        self.abort: Callable[[], None] | None = None
+
+    def offer(self, frame: Frame) -> bool:
+        """Queue ``frame`` without waiting; False if the queue is full."""
+        try:
+            self.queue.put_nowait(frame)
+        except asyncio.QueueFull:
+            return False
+        return True
+
+    def drop(self) -> None:
+        """Stop this client: discard what it has queued, wake its writer, abort its socket."""
+        self.dropped = True
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        self.queue.put_nowait(None)
+        if self.abort is not None:
+            self.abort()
+
+
+@dataclass(slots=True)
+class HubStats:
+    """Counters of the hub, served at ``/api/stats``."""
+
+    updates: int = 0
+    snapshots: int = 0
+    clients_connected: int = 0
+    clients_total: int = 0
+    clients_dropped: int = 0
+    resumed: int = 0
+    frames_sent: int = 0
+    #: Seconds from the bridge handing a live frame over to its bytes reaching the socket.
+    latencies: deque[float] = field(default_factory=lambda: deque(maxlen=200_000))
+
+    def as_dict(self) -> dict[str, object]:
+        """The counters and latency percentiles (milliseconds) by name."""
+        lat = sorted(self.latencies)
+
+        def pct(p: float) -> float | None:
+            return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 3) if lat else None
+
+        return {
+            "updates": self.updates,
+            "snapshots": self.snapshots,
+            "clients_connected": self.clients_connected,
+            "clients_total": self.clients_total,
+            "clients_dropped": self.clients_dropped,
+            "resumed": self.resumed,
+            "frames_sent": self.frames_sent,
+            "latency_samples": len(lat),
+            "latency_ms": {"p50": pct(0.50), "p99": pct(0.99), "max": pct(1.0)},
+        }
+
+
+@dataclass(slots=True)
+class _Channel:
+    match_id: str
+    history: deque[Frame]
+    state: MatchState | None = None
+    clients: set[Client] = field(default_factory=set)
+
+
+class Hub:
+    """Keeps each match's state and history, and fans frames out to browsers.
+
+    Args:
+        history: update frames kept per match for ``Last-Event-ID`` resume (the semi-final is
+            106 events; an older id gets the snapshot instead).
+        queue_size: live frames a browser may have waiting before it is dropped.
+        clock: monotonic time in seconds; the running loop's by default.
+    """
+
+    def __init__(
+        self,
+        *,
+        history: int = 1024,
+        queue_size: int = 256,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.history = history
+        self.queue_size = queue_size
+        self.stats = HubStats()
+        self._clock = clock or (lambda: asyncio.get_running_loop().time())
+        self._channels: dict[str, _Channel] = {}
+        self._lobby: set[Client] = set()  # browsers that follow no match yet
+        self._summaries: dict[str, MatchSummary] = {}
+        self._matches_frame = self._encode_matches()
+
+    def now(self) -> float:
+        """The hub's clock."""
+        return self._clock()
+
+    # ------------------------------------------------------------ from the bridge
+
+    def publish(self, event: Event, state: MatchState) -> None:
+        """An event and the state after it: remember it and send it to the match's browsers."""
+        channel = self._channel(event.match_id)
+        channel.state = state
+        line = commentary(event, state)
+        payload = b"".join(
+            (
+                b'{"event":',
+                encode_event(event),
+                b',"state":',
+                encode_state(state),
+                b',"line":',
+                json.dumps(line, ensure_ascii=False).encode(),
+                b"}",
+            )
+        )
+        frame = Frame(sse("update", payload, event.seq), event.seq, self.now())
+        channel.history.append(frame)
+        self.stats.updates += 1
+        self._fan_out(channel.clients, frame)
+        self._note(state)
+
+    def adopt(self, state: MatchState) -> None:
+        """A state the runner took from the retained snapshot (late join or resync after a gap).
+
+        The history before it may have holes, so it is cleared: a browser resuming from an
+        older id gets this snapshot instead.
+        """
+        channel = self._channel(state.match_id)
+        channel.state = state
+        channel.history.clear()
+        self.stats.snapshots += 1
+        self._fan_out(channel.clients, self._snapshot_frame(state))
+        self._note(state)
+
+    # ------------------------------------------------------------ from the server
+
+    def state(self, match_id: str) -> MatchState | None:
+        """The latest state of a match, if the hub has seen it."""
+        channel = self._channels.get(match_id)
+        return channel.state if channel else None
+
+    def matches(self) -> list[MatchSummary]:
+        """The picker's list: every match with a state, in the order they appeared."""
+        return list(self._summaries.values())
+
+    def connect(self, match_id: str | None, last_event_id: int | None = None) -> Client:
+        """Register a browser; its backlog is the match list, then the snapshot or the resumed
+        history (events after ``last_event_id``) when the hub still holds all of them.
+        """
+        backlog = [self._matches_frame]
+        if match_id is None:
+            client = Client(None, backlog, self.queue_size)
+            self._lobby.add(client)
+        else:
+            channel = self._channel(match_id)
+            backlog += self._catch_up(channel, last_event_id)
+            client = Client(match_id, backlog, self.queue_size)
+            channel.clients.add(client)
+        self.stats.clients_total += 1
+        self.stats.clients_connected += 1
+        _log.debug("browser.connected", match_id=match_id, last_event_id=last_event_id)
+        return client
+
+    def disconnect(self, client: Client) -> None:
+        """Forget a browser (idempotent). A match nobody published and nobody follows is
+        forgotten too, so asking for made-up match ids costs nothing lasting."""
+        if client.match_id is None:
+            group = self._lobby
+        else:
+            channel = self._channels.get(client.match_id)
+            group = channel.clients if channel else set()
+        if client in group:
+            group.discard(client)
+            self.stats.clients_connected -= 1
+        channel = self._channels.get(client.match_id or "")
+        if channel is not None and channel.state is None and not channel.clients:
+            del self._channels[channel.match_id]
+
+    def sent(self, frame: Frame, now: float) -> None:
+        """Record that ``frame`` reached a browser's socket at loop time ``now``."""
+        self.stats.frames_sent += 1
+        self.stats.latencies.append(now - frame.created)
+
+    # ------------------------------------------------------------ internals
+
+    def _channel(self, match_id: str) -> _Channel:
+        channel = self._channels.get(match_id)
+        if channel is None:
+            channel = _Channel(match_id, deque(maxlen=self.history))
+            self._channels[match_id] = channel
+        return channel
+
+    def _catch_up(self, channel: _Channel, last_event_id: int | None) -> list[Frame]:
+        state = channel.state
+        if state is None:
+            return []
+        if last_event_id is not None and last_event_id <= state.last_seq:
+            if last_event_id == state.last_seq:
+                self.stats.resumed += 1
+                return []
+            history = channel.history
+            if history and history[0].seq is not None and history[0].seq <= last_event_id + 1:
+                self.stats.resumed += 1
+                return [f for f in history if f.seq is not None and f.seq > last_event_id]
+        return [self._snapshot_frame(state)]
+
+    def _snapshot_frame(self, state: MatchState) -> Frame:
+        payload = b'{"state":' + encode_state(state) + b"}"
+        return Frame(sse("state", payload, state.last_seq), state.last_seq, self.now())
+
+    def _fan_out(self, clients: set[Client], frame: Frame) -> None:
+        for client in list(clients):
+            if not client.offer(frame):
+                clients.discard(client)
+                self.stats.clients_connected -= 1
+                self.stats.clients_dropped += 1
+                _log.warning(
+                    "browser.dropped",
+                    match_id=client.match_id,
+                    reason="queue_full",
+                    queue_size=self.queue_size,
+                )
+                client.drop()
+
+    def _note(self, state: MatchState) -> None:
+        """Update the picker's list; push it to everyone if something it shows changed."""
+        new = summary(state)
+        if self._summaries.get(state.match_id) == new:
+            return
+        self._summaries[state.match_id] = new
+        self._matches_frame = self._encode_matches()
+        self._fan_out(self._lobby, self._matches_frame)
+        for channel in self._channels.values():
+            self._fan_out(channel.clients, self._matches_frame)
+
+    def _encode_matches(self) -> Frame:
+        payload = json.dumps({"matches": self.matches()}, ensure_ascii=False).encode()
+        return Frame(sse("matches", payload), None, 0.0)

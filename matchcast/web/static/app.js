@@ -1,0 +1,241 @@
+// matchcast live page: follows one match over server-sent events. Vanilla JS, no build step.
+// The server sends `state` (a snapshot: start from it), `update` (an event and the state
+// after it, id = seq) and `matches` (the picker's list). EventSource reconnects by itself
+// and sends Last-Event-ID, so the server resumes the stream where this page left it.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const PERIOD = { 1: "1H", 2: "2H", 3: "ET1", 4: "ET2", 5: "PEN" };
+const STATUS = { scheduled: "Not started", live: "Live", half_time: "Half time", break: "Break", finished: "Full time" };
+const METHOD = { header: "header", penalty: "penalty", free_kick: "free kick", own_goal: "own goal" };
+const TICKER_MAX = 200;
+
+let source = null;
+let current = new URLSearchParams(location.search).get("match");
+let state = null;
+let matches = [];
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c);
+  return node;
+}
+
+function codes(s) {
+  if (s && s.home && s.away) return [s.home.code, s.away.code];
+  return s ? Object.keys(s.score || {}) : [];
+}
+
+function displayClock(s) {
+  if (!s) return "--";
+  if (s.status === "finished") return "FT";
+  if (s.status === "half_time") return "HT";
+  if (s.status === "scheduled" || !s.clock) return "--";
+  if (s.status === "break") return "BREAK";
+  return `${PERIOD[s.clock.period] || ""} ${s.clock.label}`;
+}
+
+function teamName(s, code) {
+  for (const t of [s.home, s.away]) if (t && t.code === code) return t.name;
+  return code;
+}
+
+// ------------------------------------------------------------------ rendering
+
+function render() {
+  const s = state;
+  if (!s) return;
+  const [h, a] = codes(s);
+  for (const [side, code] of [["home", h], ["away", a]]) {
+    const team = s[side];
+    $(`${side}-code`).textContent = code || "—";
+    $(`${side}-code`).title = team ? team.name : "";
+    $(`${side}-name`).textContent = team ? team.name : "";
+  }
+  const hs = s.score[h] ?? 0;
+  const as = s.score[a] ?? 0;
+  $("home-score").textContent = hs;
+  $("away-score").textContent = as;
+  const score = $("score");
+  score.dataset.score = `${hs}-${as}`;
+  score.setAttribute("aria-label", h && a ? `${teamName(s, h)} ${hs}, ${teamName(s, a)} ${as}` : `${hs}-${as}`);
+  $("status").textContent = STATUS[s.status] || s.status;
+  $("status").dataset.status = s.status;
+  $("clock").textContent = displayClock(s);
+  document.title = h && a ? `${h} ${hs}-${as} ${a} · ${displayClock(s)} · matchcast` : "matchcast · live";
+  $("match-id").textContent = `Match ${s.match_id}`;
+  renderGoals(s, h);
+  renderPossession(s, h, a);
+}
+
+function goalHow(g) {
+  return METHOD[g.method] || "";
+}
+
+function renderGoals(s, home) {
+  const list = $("goals");
+  const sides = { home: $("home-goals"), away: $("away-goals") };
+  list.replaceChildren();
+  sides.home.replaceChildren();
+  sides.away.replaceChildren();
+  for (const g of s.goals) {
+    const side = g.team === home ? "home" : "away";
+    const how = goalHow(g);
+    list.append(el("li", { class: side, "data-seq": g.seq },
+      el("span", { class: "min" }, g.clock.label),
+      el("span", { class: "team-tag", title: teamName(s, g.team) }, g.team),
+      el("span", { class: "who" }, g.scorer, ...(g.detail || how ? [el("span", { class: "how" }, g.detail || how)] : [])),
+    ));
+    const tag = g.method === "penalty" ? " (pen)" : g.method === "own_goal" ? " (o.g.)" : "";
+    sides[side].append(el("li", {}, el("strong", {}, g.scorer), " ", el("span", { class: "gmin" }, `${g.clock.label}${tag}`)));
+  }
+  $("goals-empty").hidden = s.goals.length > 0;
+  $("scorers").hidden = s.goals.length === 0;
+}
+
+function renderPossession(s, h, a) {
+  const box = $("possession");
+  if (!s.possession || !h || !a) { box.hidden = true; return; }
+  const ph = Math.round(s.possession[h] ?? 0);
+  const pa = Math.round(s.possession[a] ?? 0);
+  const total = ph + pa || 1;
+  box.hidden = false;
+  $("poss-home-bar").style.width = `${(100 * ph) / total}%`;
+  $("poss-away-bar").style.width = `${(100 * pa) / total}%`;
+  $("poss-home-label").textContent = `${h} ${ph}%`;
+  $("poss-away-label").textContent = `${pa}% ${a}`;
+  $("poss-bar").setAttribute("aria-label", `Possession: ${teamName(s, h)} ${ph}%, ${teamName(s, a)} ${pa}%`);
+  $("poss-since").textContent = s.possessionSince ? `since ${s.possessionSince}` : "";
+}
+
+// ------------------------------------------------------------------ ticker
+
+function tickerItem(ev, s, line) {
+  const c = ev.clock.label;
+  switch (ev.type) {
+    case "clock": return null;
+    case "kick_off":
+      return ev.clock.period === 1
+        ? ["KICK-OFF", `${ev.home.name} v ${ev.away.name}`]
+        : ["KICK-OFF", `${PERIOD[ev.clock.period] || "Next period"} under way`];
+    case "period_end":
+      return [ev.clock.period === 1 ? "HALF TIME" : `END OF ${PERIOD[ev.clock.period]}`, scoreline(s)];
+    case "goal": {
+      const how = goalHow(ev);
+      return ["GOAL", `${ev.scorer} (${ev.team})${how ? `, ${how}` : ""}. ${scoreline(s)}`];
+    }
+    case "goal_disallowed":
+      return ["NO GOAL", `${ev.team} goal ruled out${ev.reason ? `: ${ev.reason}` : ""}. ${scoreline(s)}`];
+    case "possession":
+      return ["POSSESSION", `${Object.entries(ev.share).map(([t, v]) => `${t} ${Math.round(v)}%`).join(", ")}${ev.since ? ` since ${ev.since.label}` : ""}`];
+    case "card":
+      return [`${ev.card.replace("_", " ").toUpperCase()} CARD`, `${ev.player} (${ev.team})`];
+    case "substitution":
+      return ["SUB", `${ev.team}: ${ev.player_on} on, ${ev.player_off} off`];
+    case "shootout_kick":
+      return ["PENALTY", `${ev.taker} (${ev.team}) ${ev.scored ? "scores" : "misses"}`];
+    case "full_time":
+      return ["FULL TIME", scoreline(s)];
+    default:
+      return line ? ["", line.replace(c, "").trim()] : null;
+  }
+}
+
+function scoreline(s) {
+  const [h, a] = codes(s);
+  return h && a ? `${h} ${s.score[h] ?? 0}-${s.score[a] ?? 0} ${a}` : "";
+}
+
+function addTicker(minute, kind, text, cls, fresh) {
+  const list = $("ticker");
+  const item = el("li", { class: `${cls}${fresh ? " fresh" : ""}` },
+    el("span", { class: "min" }, minute),
+    el("span", {}, ...(kind ? [el("span", { class: "kind" }, kind)] : []), text));
+  list.prepend(item);
+  while (list.children.length > TICKER_MAX) list.lastElementChild.remove();
+  $("ticker-empty").hidden = true;
+}
+
+function resetTicker() {
+  $("ticker").replaceChildren();
+  $("ticker-empty").hidden = false;
+}
+
+// ------------------------------------------------------------------ the stream
+
+function setConn(kind, text) {
+  $("conn").dataset.state = kind;
+  $("conn").textContent = text;
+}
+
+function onState(e) {
+  const s = JSON.parse(e.data).state;
+  const first = !state || state.match_id !== s.match_id;
+  state = Object.assign(s, { possessionSince: state && state.match_id === s.match_id ? state.possessionSince : null });
+  if (first) {
+    resetTicker();
+    for (const g of s.goals) addTicker(g.clock.label, "GOAL", `${g.scorer} (${g.team})`, "goal", false);
+    if (s.status !== "scheduled") {
+      const note = s.status === "finished" ? "final score" : "following live from here";
+      addTicker(displayClock(s).split(" ").pop(), "JOINED", `${scoreline(s)}: ${note}`, "joined", false);
+    }
+  }
+  render();
+}
+
+function onUpdate(e) {
+  const { event: ev, state: s, line } = JSON.parse(e.data);
+  const prev = state;
+  const since = ev.type === "possession" && ev.since ? ev.since.label : prev && prev.match_id === s.match_id ? prev.possessionSince : null;
+  state = Object.assign(s, { possessionSince: since });
+  if (ev.type === "goal" || ev.type === "goal_disallowed") {
+    const score = $("score");
+    score.classList.remove("flash");
+    void score.offsetWidth; // restart the animation
+    score.classList.add("flash");
+  }
+  render();
+  const item = tickerItem(ev, s, line);
+  if (item) addTicker(ev.clock.label, item[0], item[1], ev.type, true);
+}
+
+function onMatches(e) {
+  matches = JSON.parse(e.data).matches;
+  const wrap = $("picker-wrap");
+  const picker = $("picker");
+  wrap.hidden = matches.length < 2 && (!current || matches.some((m) => m.match_id === current));
+  picker.replaceChildren(...matches.map((m) => {
+    const [h, a] = m.home && m.away ? [m.home.code, m.away.code] : Object.keys(m.score);
+    const label = h && a ? `${h} ${m.score[h] ?? 0}-${m.score[a] ?? 0} ${a} · ${STATUS[m.status] || m.status}` : m.match_id;
+    return el("option", { value: m.match_id }, label);
+  }));
+  if (current) picker.value = current;
+  if (!current && matches.length) {
+    const live = matches.find((m) => m.status !== "finished") || matches[0];
+    follow(live.match_id);
+  }
+}
+
+function follow(matchId) {
+  if (source) source.close();
+  current = matchId;
+  state = null;
+  const url = new URL(location.href);
+  if (matchId) url.searchParams.set("match", matchId);
+  history.replaceState(null, "", url);
+  if (matchId) $("picker").value = matchId;
+  setConn("connecting", "Connecting…");
+  source = new EventSource(matchId ? `/events?match=${encodeURIComponent(matchId)}` : "/events");
+  source.addEventListener("state", onState);
+  source.addEventListener("update", onUpdate);
+  source.addEventListener("matches", onMatches);
+  source.onopen = () => setConn("live", matchId ? "Live" : "Waiting for a match…");
+  source.onerror = () => setConn("reconnecting", "Reconnecting…");
+}
+
+$("picker").addEventListener("change", (e) => follow(e.target.value));
+follow(current);

@@ -1,0 +1,172 @@
+"""The web hub: snapshots, Last-Event-ID resume, bounded per-browser queues, the match list."""
+
+from __future__ import annotations
+
+import json
+
+from structlog.testing import capture_logs
+
+import matchcast.web
+from events import Event, MatchState, apply
+from matchcast.web import Client, Frame, Hub
+from simulator import expand, resolve_matches
+
+SEMI = resolve_matches("semifinal")[0]
+EVENTS: list[Event] = [s.event for s in expand(SEMI)]
+
+
+def _states(events: list[Event]) -> list[MatchState]:
+    state = MatchState.new(events[0].match_id)
+    out = []
+    for e in events:
+        state = apply(state, e)
+        out.append(state)
+    return out
+
+
+STATES = _states(EVENTS)
+
+
+def _feed(hub: Hub, upto: int, start: int = 0) -> None:
+    for event, state in zip(EVENTS[start:upto], STATES[start:upto], strict=True):
+        hub.publish(event, state)
+
+
+def _queued(client: Client) -> list[Frame]:
+    out = []
+    while not client.queue.empty():
+        frame = client.queue.get_nowait()
+        assert frame is not None
+        out.append(frame)
+    return out
+
+
+def _kinds(frames: list[Frame]) -> list[tuple[str, int | None]]:
+    return [(f.data.split(b"\n", 1)[0].decode().removeprefix("event: "), f.seq) for f in frames]
+
+
+def test_exported_names() -> None:
+    assert matchcast.web.__all__ == ["Client", "Frame", "Hub", "HubStats", "WebServer", "bridge"]
+
+
+async def test_new_browser_gets_match_list_then_snapshot_then_live_updates() -> None:
+    hub = Hub()
+    _feed(hub, 62)  # up to Gordon's goal
+    client = hub.connect(SEMI.match_id)
+    assert _kinds(client.backlog) == [("matches", None), ("state", 62)]
+    snapshot = json.loads(client.backlog[1].data.split(b"data: ", 1)[1])["state"]
+    assert snapshot["score"] == {"ARG": 0, "ENG": 1}
+    _feed(hub, 64, start=62)
+    frames = _queued(client)
+    assert _kinds(frames) == [("update", 63), ("update", 64)]
+    assert frames[0].data.startswith(b"event: update\nid: 63\ndata: {")
+
+
+async def test_update_carries_event_state_and_ticker_line() -> None:
+    hub = Hub()
+    _feed(hub, 61)
+    client = hub.connect(SEMI.match_id)
+    _feed(hub, 62, start=61)
+    (frame,) = [f for f in _queued(client) if f.seq == 62]
+    body = json.loads(frame.data.split(b"data: ", 1)[1])
+    assert body["event"]["scorer"] == "Anthony Gordon"
+    assert body["state"]["score"] == {"ARG": 0, "ENG": 1}
+    assert "GOAL" in body["line"]
+
+
+async def test_last_event_id_resumes_with_the_events_after_it() -> None:
+    hub = Hub()
+    _feed(hub, 80)
+    client = hub.connect(SEMI.match_id, last_event_id=70)
+    assert _kinds(client.backlog)[1:] == [("update", s) for s in range(71, 81)]
+    assert hub.stats.resumed == 1
+
+
+async def test_last_event_id_up_to_date_gets_nothing_but_the_list() -> None:
+    hub = Hub()
+    _feed(hub, 80)
+    client = hub.connect(SEMI.match_id, last_event_id=80)
+    assert _kinds(client.backlog) == [("matches", None)]
+
+
+async def test_last_event_id_older_than_the_history_gets_the_snapshot() -> None:
+    hub = Hub(history=10)
+    _feed(hub, 80)
+    client = hub.connect(SEMI.match_id, last_event_id=5)
+    assert _kinds(client.backlog)[1:] == [("state", 80)]
+
+
+async def test_last_event_id_from_the_future_gets_the_snapshot() -> None:
+    """A browser that saw a previous run (a higher seq) starts again from the snapshot."""
+    hub = Hub()
+    _feed(hub, 10)
+    client = hub.connect(SEMI.match_id, last_event_id=99)
+    assert _kinds(client.backlog)[1:] == [("state", 10)]
+
+
+async def test_full_queue_drops_that_browser_only() -> None:
+    hub = Hub(queue_size=5)
+    _feed(hub, 1)
+    slow = hub.connect(SEMI.match_id)
+    fast = hub.connect(SEMI.match_id)
+    aborted: list[bool] = []
+    slow.abort = lambda: aborted.append(True)
+    received: list[int] = []
+    with capture_logs() as logs:
+        for i in range(1, 30):
+            _feed(hub, i + 1, start=i)
+            received += [f.seq for f in _queued(fast) if f.seq is not None]
+    assert [e for e in logs if e["event"] == "browser.dropped"] == [
+        {
+            "event": "browser.dropped",
+            "log_level": "warning",
+            "match_id": SEMI.match_id,
+            "reason": "queue_full",
+            "queue_size": 5,
+        }
+    ]
+    assert received == list(range(2, 31))
+    assert slow.dropped
+    assert aborted == [True]
+    assert slow.queue.get_nowait() is None  # wakes its writer, which then closes
+    assert hub.stats.clients_dropped == 1
+    assert hub.stats.clients_connected == 1
+
+
+async def test_adopted_state_clears_history_and_is_pushed() -> None:
+    """After a gap the runner adopts the retained snapshot; resumes before it get the snapshot."""
+    hub = Hub()
+    _feed(hub, 20)
+    client = hub.connect(SEMI.match_id)
+    hub.adopt(STATES[39])
+    assert _kinds(_queued(client)) == [("state", 40)]
+    late = hub.connect(SEMI.match_id, last_event_id=15)
+    assert _kinds(late.backlog)[1:] == [("state", 40)]
+
+
+async def test_match_list_is_pushed_on_score_changes_not_on_clock_ticks() -> None:
+    hub = Hub()
+    _feed(hub, 1)
+    lobby = hub.connect(None)
+    _feed(hub, 61, start=1)  # ticks, half time (a status change), restart
+    assert [k for k, _ in _kinds(_queued(lobby))] == ["matches", "matches"]
+    _feed(hub, 62, start=61)  # the goal
+    (frame,) = _queued(lobby)
+    listed = json.loads(frame.data.split(b"data: ", 1)[1])["matches"]
+    assert listed[0]["score"] == {"ARG": 0, "ENG": 1}
+
+
+async def test_disconnect_is_idempotent() -> None:
+    hub = Hub()
+    client = hub.connect("m1")
+    hub.disconnect(client)
+    hub.disconnect(client)
+    assert hub.stats.clients_connected == 0
+
+
+async def test_unknown_match_is_forgotten_when_its_last_browser_leaves() -> None:
+    hub = Hub()
+    client = hub.connect("made-up")
+    hub.disconnect(client)
+    assert hub.state("made-up") is None
+    assert "made-up" not in hub._channels
