@@ -107,7 +107,7 @@ async def run_replay(
                     ),
                     timeout=2,
                 )
-            except Exception:  # noqa: BLE001 - a cancel still propagates
+            except Exception:  # a CancelledError still propagates
                 _log.debug("replayer.offline_not_published", replayer_id=replayer_id)
         return [t.result() for t in tasks]
 
