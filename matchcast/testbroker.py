@@ -130,6 +130,8 @@ class Mosquitto:
         if self.proc and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(5)
+        if self.proc and self.proc.stderr:
+            self.proc.stderr.close()
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL if it lingers."""
