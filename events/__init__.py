@@ -15,6 +15,7 @@ from events._codec import (
 )
 from events._errors import (
     BrokerError,
+    ConnectionLostError,
     DecodeError,
     MatchcastError,
     MatchFileError,
@@ -65,6 +66,7 @@ __all__ = [
     "Card",
     "CardRecord",
     "ClockTick",
+    "ConnectionLostError",
     "DecodeError",
     "Event",
     "EventAdapter",

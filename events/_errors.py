@@ -8,6 +8,7 @@ attributes, with a message a person can act on::
      │    └── UnsupportedVersionError  a payload from a schema version this build cannot read
      ├── MatchFileError           a match file that cannot be read or fails validation
      └── BrokerError              the broker cannot be reached or refused us
+          └── ConnectionLostError a working connection went away (reconnecting may help)
 
 Library exceptions (pydantic's ``ValidationError``, aiomqtt's ``MqttError``) are wrapped at the
 edge with ``raise ... from err`` and never leak through the public API.
@@ -20,6 +21,7 @@ from pathlib import Path
 
 __all__ = [
     "BrokerError",
+    "ConnectionLostError",
     "DecodeError",
     "MatchFileError",
     "MatchcastError",
@@ -89,3 +91,7 @@ class BrokerError(MatchcastError):
         self.url = url
         self.reason = reason
         super().__init__(f"broker {url}: {reason}")
+
+
+class ConnectionLostError(BrokerError):
+    """A connection that worked went away: the broker restarted, or the network failed."""

@@ -15,7 +15,7 @@ from typing import Literal
 import structlog
 
 from consumers import Runner, Subscriber
-from events import CONTENT_TYPE, FullTime, MatchState, MessageProps, Topics
+from events import CONTENT_TYPE, ConnectionLostError, FullTime, MatchState, MessageProps, Topics
 from matchcast.mqtt import BrokerURL, MqttClient, Protocol, WillSpec
 from matchcast.status import ReplayerStatus
 from simulator import Match, Recording, Replayer, ReplayOptions, ReplayReport
@@ -134,7 +134,8 @@ async def run_watch(
     in seconds) resumes the broker session: what was published while away is delivered.
 
     The connection is closed before the lanes drain, so nothing is acknowledged to the
-    broker that the handlers will not see.
+    broker that the handlers will not see. A lost connection is replaced with backoff
+    (:meth:`matchcast.mqtt.MqttClient.reconnect`), up to its ``max_outage``.
     """
     remaining = set(until_finished or ())
     subs = list(subscribers)
@@ -166,5 +167,13 @@ async def run_watch(
             session_expiry=session_expiry,
         ) as client,
     ):
-        await runner.run(client, qos=qos)
+        while True:
+            try:
+                await runner.run(client, qos=qos)
+                break
+            except ConnectionLostError as err:
+                # The lanes and states live on; a persistent session gets what was queued,
+                # a clean one re-subscribes and resynchronises from the retained snapshot.
+                _log.warning("consumer.connection_lost", reason=err.reason)
+                await client.reconnect()
     return runner.states

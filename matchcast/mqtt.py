@@ -27,7 +27,7 @@ from aiomqtt.exceptions import MqttConnectError
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from events import BrokerError, Message, MessageProps
+from events import BrokerError, ConnectionLostError, Message, MessageProps
 
 __all__ = ["ENV_BROKER", "BrokerURL", "MqttClient", "WillSpec", "broker_url_from"]
 
@@ -315,9 +315,9 @@ class MqttClient:
         try:
             await asyncio.shield(lost)
         except aiomqtt.MqttError as err:
-            raise BrokerError(str(self.url), f"connection lost: {err}") from err
+            raise ConnectionLostError(str(self.url), f"connection lost: {err}") from err
         if self._client is client:
-            raise BrokerError(str(self.url), "connection closed by the broker")
+            raise ConnectionLostError(str(self.url), "connection closed by the broker")
         await asyncio.Event().wait()  # closed by us: never "lost"
 
     async def reconnect(self) -> None:
@@ -453,7 +453,7 @@ class MqttClient:
                     topic=m.topic.value, payload=bytes(payload), qos=m.qos, retain=m.retain
                 )
         except aiomqtt.MqttError as err:
-            raise BrokerError(str(self.url), f"connection lost: {err}") from err
+            raise ConnectionLostError(str(self.url), f"connection lost: {err}") from err
 
 
 def broker_url_from(option: str | None) -> BrokerURL | None:

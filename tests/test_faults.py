@@ -179,3 +179,57 @@ async def test_giving_up_after_max_outage_is_a_clear_broker_error() -> None:
             async with asyncio.timeout(20):
                 await client.reconnect()
     broker.stop()
+
+
+@pytest.mark.parametrize("persistent", [True, False], ids=["persistent-session", "clean-session"])
+async def test_a_consumer_survives_a_broker_kill(topics: Topics, persistent: bool) -> None:
+    """With a persistent session (and broker persistence) the handlers see every seq once; with
+    a clean session and no persistence the gap is reported and the state repaired from the
+    snapshot the replayer republishes."""
+    from consumers import Runner, Subscriber
+    from matchcast.app import run_watch
+
+    binary = mosquitto_binary()
+    assert binary is not None
+    broker = Mosquitto(binary, persistence=persistent).start()
+    url = BrokerURL.parse(broker.url)
+    seen: list[int] = []
+    sub = Subscriber("survivor")
+    sub.on()(lambda e, s: seen.append(e.seq))
+    runner = Runner([sub], topics=topics)
+    try:
+        async with asyncio.timeout(90):
+            watch = asyncio.create_task(
+                run_watch(
+                    url,
+                    [],
+                    runner=runner,
+                    until_finished={SEMI.match_id},
+                    client_id=f"survivor-{topics.root}",
+                    clean_start=not persistent,
+                    session_expiry=600 if persistent else None,
+                )
+            )
+            await runner.subscribed.wait()
+            await asyncio.sleep(1.2)  # the broker saved the session
+            options = ReplayOptions(speed=600, start=MatchClock.at(50), topics=topics)
+            replay = asyncio.create_task(run_replay([SEMI], url, options, replayer_id="kc"))
+            while not any(s > 70 for s in seen):
+                await asyncio.sleep(0.02)
+            broker.kill()
+            await asyncio.sleep(0.5)
+            broker.start()
+            (report,) = await replay
+            states = await watch
+    finally:
+        broker.stop()
+    assert states[SEMI.match_id].scoreline == "ARG 2-1 ENG"
+    assert seen == sorted(set(seen)), "in order, no duplicates reach handlers"
+    if persistent:
+        assert seen == list(range(report.first_seq, LAST_SEQ + 1))
+    else:
+        assert seen[-1] == LAST_SEQ
+        if seen != list(range(report.first_seq, LAST_SEQ + 1)):
+            # what was lost while the broker was down is reported, and the state repaired
+            assert runner.stats.gaps >= 1
+            assert runner.stats.resyncs >= 1
