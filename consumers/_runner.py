@@ -16,8 +16,11 @@ state through ``on_state`` and the lane carries on live. Other matches never wai
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import datetime as dt
 import inspect
+import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -30,15 +33,22 @@ from consumers._errors import PluginError
 from consumers._sequencer import Delivery, RunnerStats, Sequencer
 from consumers._subscriber import Subscriber, call_handler, handler_name
 from events import (
+    MAX_PAYLOAD_BYTES,
     DecodeError,
     Event,
+    MatchcastError,
     MatchState,
     Message,
     MessageSource,
+    Publisher,
     Topics,
     decode_event,
     decode_state,
 )
+
+#: An event this far past the last seq applied is refused: a forged or corrupt seq would
+#: otherwise make every real event after it look like a duplicate.
+MAX_SEQ_JUMP = 10_000
 
 __all__ = ["HandlerCall", "Runner", "RunnerStats"]
 
@@ -118,6 +128,8 @@ class Runner:
         handler_timeout: float = 10.0,
         drain_timeout: float = 30.0,
         observer: Callable[[HandlerCall], None] | None = None,
+        name: str = "consumer",
+        max_seq_jump: int = MAX_SEQ_JUMP,
     ) -> None:
         if queue_size < 2:
             raise ValueError(f"queue_size must be at least 2, not {queue_size}")
@@ -128,6 +140,11 @@ class Runner:
         self.handler_timeout = handler_timeout
         self.drain_timeout = drain_timeout
         self.observer = observer
+        self.name = name
+        self.max_seq_jump = max_seq_jump
+        #: Where rejected messages are copied (the connection, once :meth:`run` has one).
+        self.dead_letters: Publisher | None = None
+        self._dead_letter_tasks: set[asyncio.Task[None]] = set()
         self.stats = RunnerStats()
         self._lanes: dict[str, _Lane] = {}
         self._stopping = asyncio.Event()
@@ -247,6 +264,8 @@ class Runner:
         return self.stats
 
     async def _consume(self, source: MessageSource, qos: int) -> None:
+        if self.dead_letters is None and isinstance(source, Publisher):
+            self.dead_letters = source
         for topic_filter in self.topic_filters():
             await source.subscribe(topic_filter, qos=qos)
         self.subscribed.set()
@@ -263,6 +282,8 @@ class Runner:
             for task in (reader, stop):
                 task.cancel()
             await asyncio.gather(reader, stop, return_exceptions=True)
+            if self._dead_letter_tasks:  # copies of rejected messages still on their way
+                await asyncio.wait(self._dead_letter_tasks, timeout=2)
         if not reader.cancelled() and (err := reader.exception()) is not None:
             raise err  # a typed error (BrokerError), not a group
 
@@ -321,17 +342,68 @@ class Runner:
         try:
             if kind == "state":
                 snapshot = decode_state(message.payload, topic=message.topic)
+                self._check_topic(snapshot.match_id, match_id, message)
                 lane = self._lane(snapshot.match_id)
                 self._enqueue(lane, lane.seq.on_snapshot(snapshot, retained=message.retain))
             else:
                 event = decode_event(message.payload, topic=message.topic)
+                self._check_topic(event.match_id, match_id, message)
                 lane = self._lane(event.match_id)
+                self._check_seq(lane, event, message)
                 self._enqueue(lane, lane.seq.on_event(event))
         except DecodeError as err:
             self.stats.rejected += 1
             _log.warning(
                 "message.rejected", topic=message.topic, reason=err.reason, excerpt=err.excerpt
             )
+            self._dead_letter(message, err.reason)
+
+    def _check_seq(self, lane: _Lane, event: Event, message: Message) -> None:
+        last = lane.seq.state.last_seq if lane.seq.state is not None else 0
+        if event.seq > last + self.max_seq_jump:
+            raise DecodeError(
+                f"seq {event.seq} is implausibly far past {last} (limit "
+                f"{self.max_seq_jump}); refusing it rather than skip the match",
+                topic=message.topic,
+                payload=message.payload,
+            )
+
+    @staticmethod
+    def _check_topic(payload_match: str, topic_match: str, message: Message) -> None:
+        if payload_match != topic_match:
+            raise DecodeError(
+                f"match_id {payload_match!r} does not match the topic's {topic_match!r}",
+                topic=message.topic,
+                payload=message.payload,
+            )
+
+    def _dead_letter(self, message: Message, reason: str) -> None:
+        """Copy a rejected message, with the reason, to the dead-letter topic (best effort)."""
+        if self.dead_letters is None:
+            return
+        body = json.dumps(
+            {
+                "consumer": self.name,
+                "topic": message.topic,
+                "reason": reason,
+                "payload_base64": base64.b64encode(message.payload[:MAX_PAYLOAD_BYTES]).decode(),
+                "received_at": dt.datetime.now(dt.UTC).isoformat(),
+            }
+        ).encode()
+        topic = self.topics.deadletter(self.name)
+        publisher = self.dead_letters
+
+        async def send() -> None:
+            try:
+                await publisher.publish(topic, body, qos=1)
+            except MatchcastError as err:
+                _log.warning("deadletter.not_published", topic=topic, reason=str(err))
+            else:
+                self.stats.dead_lettered += 1
+
+        task = asyncio.ensure_future(send())
+        self._dead_letter_tasks.add(task)
+        task.add_done_callback(self._dead_letter_tasks.discard)
 
     def _lane(self, match_id: str) -> _Lane:
         lane = self._lanes.get(match_id)

@@ -57,6 +57,7 @@ class RunnerStats:
     handler_timeouts: int = 0
     overflowed: int = 0
     catch_ups: int = 0
+    dead_lettered: int = 0
 
     def as_dict(self) -> dict[str, int]:
         """The counters by name."""

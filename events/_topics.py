@@ -5,6 +5,7 @@ Under a root (default ``matchcast``)::
     {root}/matches/{match_id}/events     every event, in seq order      QoS 1, not retained
     {root}/matches/{match_id}/state      MatchState after each event    QoS 1, retained
     {root}/replayers/{replayer_id}/status  online/offline (last will)   QoS 1, retained
+    {root}/deadletter/{consumer}         messages a consumer rejected   QoS 1, not retained
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ class Topics:
     def status(self, replayer_id: str = "+") -> str:
         """The retained online/offline status topic of a replayer."""
         return f"{self.root}/replayers/{replayer_id}/status"
+
+    def deadletter(self, consumer: str = "+") -> str:
+        """Where a consumer puts a copy of each message it rejected, with the reason."""
+        return f"{self.root}/deadletter/{consumer}"
 
     def parse(self, topic: str) -> tuple[TopicKind, str] | None:
         """``(kind, id)`` for a topic of this tree, or None for anything else."""

@@ -32,6 +32,7 @@ class Message:
     retain: bool = False
 
 
+@runtime_checkable
 class Publisher(Protocol):
     """Anything that can publish a message and wait until the broker has it (per QoS)."""
 
