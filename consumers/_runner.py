@@ -90,6 +90,7 @@ class _Lane:
     behind: bool = False
     skipped: int = 0
     pending: int = 0  # queued or being handled
+    resync_asked: bool = False  # the retained snapshot was asked for again after a gap
 
     def put(self, item: Delivery) -> None:
         self.queue.put_nowait(item)
@@ -144,7 +145,8 @@ class Runner:
         self.max_seq_jump = max_seq_jump
         #: Where rejected messages are copied (the connection, once :meth:`run` has one).
         self.dead_letters: Publisher | None = None
-        self._dead_letter_tasks: set[asyncio.Task[None]] = set()
+        self._dead_letter_tasks: set[asyncio.Task[None]] = set()  # and other side errands
+        self._source: MessageSource | None = None
         self.stats = RunnerStats()
         self._lanes: dict[str, _Lane] = {}
         self._stopping = asyncio.Event()
@@ -264,6 +266,7 @@ class Runner:
         return self.stats
 
     async def _consume(self, source: MessageSource, qos: int) -> None:
+        self._source = source
         if self.dead_letters is None and isinstance(source, Publisher):
             self.dead_letters = source
         for topic_filter in self.topic_filters():
@@ -351,12 +354,39 @@ class Runner:
                 lane = self._lane(event.match_id)
                 self._check_seq(lane, event, message)
                 self._enqueue(lane, lane.seq.on_event(event))
+                self._ask_for_snapshot(lane)
         except DecodeError as err:
             self.stats.rejected += 1
             _log.warning(
                 "message.rejected", topic=message.topic, reason=err.reason, excerpt=err.excerpt
             )
             self._dead_letter(message, err.reason)
+
+    def _ask_for_snapshot(self, lane: _Lane) -> None:
+        """After a gap, ask the broker for the retained snapshot again (by subscribing anew).
+
+        The next live snapshot usually repairs the state anyway; asking matters when the
+        broker dropped the snapshots too (a full queue), or the gap came at the end.
+        """
+        if lane.seq.resync_from is None:
+            lane.resync_asked = False
+            return
+        if lane.resync_asked or self._source is None:
+            return
+        lane.resync_asked = True
+        source, topic = self._source, self.topics.state(self.match_filter)
+
+        async def ask() -> None:
+            try:
+                await source.subscribe(topic, qos=1)
+            except MatchcastError as err:
+                _log.warning("state.resync_not_asked", match_id=lane.match_id, reason=str(err))
+            else:
+                _log.info("state.resync_asked", match_id=lane.match_id, topic=topic)
+
+        task = asyncio.ensure_future(ask())
+        self._dead_letter_tasks.add(task)
+        task.add_done_callback(self._dead_letter_tasks.discard)
 
     def _check_seq(self, lane: _Lane, event: Event, message: Message) -> None:
         last = lane.seq.state.last_seq if lane.seq.state is not None else 0

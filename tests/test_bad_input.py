@@ -34,7 +34,11 @@ def _bad_messages(topics: Topics) -> list[tuple[str, bytes, str]]:
         (events, b" " * (MAX_PAYLOAD_BYTES + 1), "exceeds"),
         (events, json.dumps({**good, "seq": 10**9}).encode(), "implausibly far"),
         (events, json.dumps({**good, "seq": -4}).encode(), "seq"),
-        (events, json.dumps({**good, "match_id": "other-match"}).encode(), "does not match the topic"),
+        (
+            events,
+            json.dumps({**good, "match_id": "other-match"}).encode(),
+            "does not match the topic",
+        ),
         (topics.state(SEMI.match_id), b'{"match_id": 5}', "match_id"),
     ]
 
@@ -51,7 +55,9 @@ async def test_bad_messages_are_logged_counted_dead_lettered_and_the_match_goes_
     with capture_logs() as logs:
         async with asyncio.timeout(60), aiomqtt.Client(url.host, url.port) as rogue:
             await rogue.subscribe(topics.deadletter("+"), qos=1)
-            watch = asyncio.create_task(run_watch(url, [], runner=runner, until_finished={SEMI.match_id}))
+            watch = asyncio.create_task(
+                run_watch(url, [], runner=runner, until_finished={SEMI.match_id})
+            )
             await runner.subscribed.wait()
             for topic, payload, _ in bad:
                 await rogue.publish(topic, payload, qos=1)
