@@ -161,11 +161,8 @@ def test_watch_and_replay_against_mosquitto(mosquitto: Mosquitto) -> None:
     assert "FULL TIME  ARG 2-1 ENG" in out
 
 
-@pytest.mark.mosquitto
-def test_ctrl_c_stops_a_replay_cleanly_and_the_status_says_offline(mosquitto: Mosquitto) -> None:
-    import signal
-
-    root = f"int{time.monotonic_ns()}"
+def _running_replay(mosquitto: Mosquitto, root: str, replayer_id: str) -> subprocess.Popen[str]:
+    """A real-time replay in its own process, returned once its kickoff is published."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -179,62 +176,7 @@ def test_ctrl_c_stops_a_replay_cleanly_and_the_status_says_offline(mosquitto: Mo
             "--speed",
             "1",
             "--replayer-id",
-            "ctrlc",
-            "--log-format",
-            "json",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        if "event.published" in line:  # the kickoff is out
-            break
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 130
-    assert "Traceback" not in err
-    assert '"replay.interrupted"' in err
-    status = subprocess.run(
-        [
-            "mosquitto_sub",
-            "-h",
-            "127.0.0.1",
-            "-p",
-            str(mosquitto.port),
-            "-t",
-            f"{root}/replayers/ctrlc/status",
-            "-C",
-            "1",
-            "-W",
-            "5",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=10,
-        check=False,
-    )
-    assert json.loads(status.stdout)["status"] == "offline"
-
-
-@pytest.mark.mosquitto
-def test_a_killed_replayer_is_reported_offline_by_its_last_will(mosquitto: Mosquitto) -> None:
-    root = f"will{time.monotonic_ns()}"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "matchcast",
-            "replay",
-            "--broker",
-            mosquitto.url,
-            "--root",
-            root,
-            "--speed",
-            "1",
-            "--replayer-id",
-            "doomed",
+            replayer_id,
             "--log-format",
             "json",
         ],
@@ -244,33 +186,55 @@ def test_a_killed_replayer_is_reported_offline_by_its_last_will(mosquitto: Mosqu
     )
     assert proc.stderr is not None
     for line in proc.stderr:
-        if "event.published" in line:
+        if "event.published" in line:  # the kickoff is out
             break
+    return proc
 
-    def status() -> str:
-        out = subprocess.run(
-            [
-                "mosquitto_sub",
-                "-h",
-                "127.0.0.1",
-                "-p",
-                str(mosquitto.port),
-                "-t",
-                f"{root}/replayers/doomed/status",
-                "-C",
-                "1",
-                "-W",
-                "5",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        ).stdout
-        return str(json.loads(out)["status"])
 
-    assert status() == "online"
+def _status(mosquitto: Mosquitto, root: str, replayer_id: str) -> str:
+    out = subprocess.run(
+        [
+            "mosquitto_sub",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(mosquitto.port),
+            "-t",
+            f"{root}/replayers/{replayer_id}/status",
+            "-C",
+            "1",
+            "-W",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+    ).stdout
+    return str(json.loads(out)["status"])
+
+
+@pytest.mark.mosquitto
+def test_ctrl_c_stops_a_replay_cleanly_and_the_status_says_offline(mosquitto: Mosquitto) -> None:
+    import signal
+
+    root = f"int{time.monotonic_ns()}"
+    proc = _running_replay(mosquitto, root, "ctrlc")
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130
+    assert "Traceback" not in err
+    assert '"replay.interrupted"' in err
+    assert _status(mosquitto, root, "ctrlc") == "offline"
+
+
+@pytest.mark.mosquitto
+def test_a_killed_replayer_is_reported_offline_by_its_last_will(mosquitto: Mosquitto) -> None:
+    root = f"will{time.monotonic_ns()}"
+    proc = _running_replay(mosquitto, root, "doomed")
+    assert _status(mosquitto, root, "doomed") == "online"
     proc.kill()  # no DISCONNECT: the broker publishes the will
     proc.wait(10)
+    assert proc.stderr is not None
     proc.stderr.close()
-    assert status() == "offline"
+    assert _status(mosquitto, root, "doomed") == "offline"
