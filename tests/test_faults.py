@@ -233,3 +233,99 @@ async def test_a_consumer_survives_a_broker_kill(topics: Topics, persistent: boo
             # what was lost while the broker was down is reported, and the state repaired
             assert runner.stats.gaps >= 1
             assert runner.stats.resyncs >= 1
+
+
+async def test_a_slow_consumer_past_the_broker_queue_limit_is_repaired_and_others_unaffected(
+    topics: Topics,
+) -> None:
+    """mosquitto drops what does not fit a slow client's queue: the consumer sees the gap,
+    reports it, and repairs its state from the retained snapshot; another consumer (its own
+    process) loses nothing."""
+    import shutil
+    import sys
+    import time
+
+    from consumers import Runner, Subscriber
+    from matchcast.app import run_watch
+
+    binary = mosquitto_binary()
+    assert binary is not None
+    assert shutil.which("mosquitto_sub") is not None
+    broker = Mosquitto(binary)
+    # the kit's default queue is roomy; this broker's is tiny on purpose
+    conf = broker.config().replace("max_queued_messages 100000", "max_queued_messages 5")
+    broker.config = lambda: conf + "max_inflight_messages 10\n"  # type: ignore[method-assign]
+    broker.start()
+    url = BrokerURL.parse(broker.url)
+
+    seen: list[int] = []
+    slow = Subscriber("slow")
+
+    @slow.on()
+    def crawl(event, state) -> None:  # type: ignore[no-untyped-def]
+        seen.append(event.seq)
+        if event.seq == 57:
+            time.sleep(1.0)  # blocks the loop: nothing is read, nothing acknowledged
+
+    runner = Runner([slow], topics=topics)
+    try:
+        async with asyncio.timeout(60):
+            other = await asyncio.create_subprocess_exec(
+                "mosquitto_sub",
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(broker.port),
+                "-q",
+                "1",
+                "-t",
+                topics.events("+"),
+                "-C",
+                str(LAST_SEQ),
+                "-W",
+                "30",
+                stdout=asyncio.subprocess.PIPE,
+            )
+            # 3.1.1: a v5 client's own Receive Maximum would override max_inflight_messages
+            watch = asyncio.create_task(
+                run_watch(url, [], runner=runner, until_finished={SEMI.match_id}, protocol="3.1.1")
+            )
+            await runner.subscribed.wait()
+            await asyncio.sleep(0.3)  # mosquitto_sub has no ready signal
+            # The replayer runs in a process of its own: the slow handler blocks this one.
+            replayer = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "matchcast",
+                "replay",
+                "--broker",
+                broker.url,
+                "--root",
+                topics.root,
+                "--speed",
+                "2000",
+                "--break-seconds",
+                "0.1",
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
+            )
+            assert await replayer.wait() == 0
+            states = await watch
+            out, _ = await other.communicate()
+    finally:
+        broker.stop()
+    assert "Outgoing messages are being dropped" in broker.log()
+    other_seqs = [decode_event(line).seq for line in out.splitlines()]
+    assert other_seqs == list(range(1, LAST_SEQ + 1))  # the other consumer lost nothing
+    assert runner.stats.gaps >= 1
+    assert runner.stats.missing >= 1
+    assert runner.stats.resyncs >= 1
+    assert len(seen) < LAST_SEQ
+    final = states[SEMI.match_id]
+    assert final.scoreline == "ARG 2-1 ENG"
+    assert final.status == "finished"
+    assert [g.scorer for g in final.goals] == [
+        "Anthony Gordon",
+        "Enzo Fernández",
+        "Lautaro Martínez",
+    ]
