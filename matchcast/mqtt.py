@@ -158,6 +158,11 @@ class TLSOptions:
 
 def _hint(err: Exception) -> str:
     text = str(err)
+    if "authori" in text.lower() or "user name or password" in text.lower():
+        return (
+            f" (check the user name and password: in the URL, or ${ENV_USERNAME} and "
+            f"${ENV_PASSWORD})"
+        )
     if "CERTIFICATE_VERIFY_FAILED" in text:
         return (
             " (is the broker's certificate signed by the CA of --ca-file / "
@@ -453,7 +458,9 @@ class MqttClient:
                 ):
                     _log.info("broker.v5_refused", broker=str(self.url), fallback="3.1.1")
                     continue
-                raise BrokerError(str(self.url), f"connection refused: {err.rc}") from err
+                raise BrokerError(
+                    str(self.url), f"connection refused: {err.rc}{_hint(err)}"
+                ) from err
             except aiomqtt.MqttError as err:
                 raise BrokerError(str(self.url), f"cannot connect: {err}{_hint(err)}") from err
             self._client = client
