@@ -156,7 +156,7 @@ class TLSOptions:
         return self.key_password or ""
 
 
-def _hint(err: Exception) -> str:
+def _hint(err: Exception, *, tls: bool = False) -> str:
     text = str(err)
     if "authori" in text.lower() or "user name or password" in text.lower():
         return (
@@ -168,7 +168,8 @@ def _hint(err: Exception) -> str:
             " (is the broker's certificate signed by the CA of --ca-file / "
             f"${ENV_CA_FILE}, and issued for this host name?)"
         )
-    if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text:
+    tls_mismatch = ("WRONG_VERSION_NUMBER", "record layer failure", "reset by peer", "EOF")
+    if tls and any(s in text for s in tls_mismatch):
         return " (is this port TLS? mqtts:// needs a TLS listener, mqtt:// a plain one)"
     return ""
 
@@ -462,7 +463,9 @@ class MqttClient:
                     str(self.url), f"connection refused: {err.rc}{_hint(err)}"
                 ) from err
             except aiomqtt.MqttError as err:
-                raise BrokerError(str(self.url), f"cannot connect: {err}{_hint(err)}") from err
+                raise BrokerError(
+                    str(self.url), f"cannot connect: {err}{_hint(err, tls=self.url.tls)}"
+                ) from err
             self._client = client
             self.protocol_version = version
             _log.debug(
