@@ -107,7 +107,7 @@ BrokerOpt = Annotated[
     typer.Option(
         "--broker",
         "-b",
-        help="mqtt://[user:pass@]host:port or mqtts://...; "
+        help="mqtt://\\[user:pass@]host:port or mqtts://...; "
         "default $MATCHCAST_BROKER, else the embedded broker. A password here shows in ps: "
         "prefer $MATCHCAST_USERNAME and $MATCHCAST_PASSWORD.",
         show_default=False,
