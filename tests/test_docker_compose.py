@@ -4,6 +4,9 @@ parse. What the ACL allows is shown against a real mosquitto in tests/matchcast/
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ from typer.testing import CliRunner
 
 from matchcast.cli import app
 from matchcast.testbroker import Mosquitto, mosquitto_binary
-from tests._secure import PASSWORDS, compose_config, write_password_file
+from tests._secure import PASSWORDS, compose_config, compose_mosquitto, write_password_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -138,3 +141,34 @@ def test_mosquitto_accepts_the_compose_config(tmp_path: Path) -> None:
     finally:
         broker.stop()
     assert "Error" not in broker.log()
+
+
+@pytest.mark.mosquitto
+@pytest.mark.parametrize(("password", "healthy"), [(PASSWORDS["healthcheck"], True), ("x", False)])
+def test_the_healthcheck_logs_in_and_reads_the_uptime(password: str, healthy: bool) -> None:
+    """The compose healthcheck, run against mosquitto with the compose config and ACL."""
+    binary, sub = mosquitto_binary(), shutil.which("mosquitto_sub")
+    assert binary is not None
+    if sub is None:
+        pytest.skip("mosquitto_sub is not installed (apt-get install mosquitto-clients)")
+    check = _compose()["services"]["mosquitto"]["healthcheck"]["test"]
+    assert check[0] == "CMD-SHELL"
+    broker = compose_mosquitto(binary)
+    try:
+        script = (
+            check[1]
+            .replace("$$", "$")
+            .replace("mosquitto_sub ", f"{sub} -h 127.0.0.1 -p {broker.port} ", 1)
+        )
+        env = {**os.environ, "HEALTHCHECK_PASSWORD": password}
+        result = subprocess.run(
+            ["/bin/sh", "-c", script],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    finally:
+        broker.stop()
+    assert (result.returncode == 0) is healthy, result.stderr
