@@ -206,6 +206,7 @@ def _connection_options(
             f"warning: --tls-insecure: the certificate of {url} is not checked; anyone on the "
             "path can read and change the stream",
             soft_wrap=True,
+            markup=False,
         )
     return url
 
@@ -552,7 +553,9 @@ def main() -> None:
 
 
 #: Modules that add commands of their own; each defines ``register(app: typer.Typer)``.
-#: They may use this module's helpers (``_fail``, ``_run``, ``_broker``, ``_speed``, ...).
+#: They may use this module's helpers (``_fail``, ``_run``, ``_broker``, ``_speed``, ...); a
+#: command that connects to a broker takes ``BrokerOpt`` plus ``CaFileOpt``, ``CertFileOpt``,
+#: ``KeyFileOpt`` and ``TlsInsecureOpt`` and gets its URL from ``_connection_options``.
 COMMAND_MODULES: tuple[str, ...] = (
     "matchcast.cmd_asyncapi",
     "matchcast.cmd_consume",
