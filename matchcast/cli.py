@@ -12,8 +12,10 @@ import json
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
+import structlog
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -21,7 +23,15 @@ from rich.markup import escape
 from events import EventAdapter, MatchcastError, MatchClock, MatchFileError, MatchState, Topics
 from matchcast.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker
 from matchcast.logs import LogFormat, configure_logging
-from matchcast.mqtt import BrokerURL, broker_url_from
+from matchcast.mqtt import (
+    ENV_CA_FILE,
+    ENV_CERT_FILE,
+    ENV_KEY_FILE,
+    ENV_PASSWORD,
+    BrokerURL,
+    TLSOptions,
+    broker_url_from,
+)
 from simulator import Match, Recording, ReplayOptions, resolve_matches, resolve_sources
 
 __all__ = ["app", "main"]
@@ -37,6 +47,7 @@ app = typer.Typer(
 )
 
 _err = Console(stderr=True, highlight=False)
+_log = structlog.get_logger("matchcast.cli")
 
 DEFAULT_EMBEDDED_PORT = 1883
 DEMO_SPEED = 65.0  # the semi-final's 98 minutes of play in about 90 seconds
@@ -96,9 +107,43 @@ BrokerOpt = Annotated[
     typer.Option(
         "--broker",
         "-b",
-        help="mqtt://[user:pass@]host:port or mqtts://...; "
-        "default $MATCHCAST_BROKER, else the embedded broker.",
+        help="mqtt://\\[user:pass@]host:port or mqtts://...; "
+        "default $MATCHCAST_BROKER, else the embedded broker. A password here shows in ps: "
+        "prefer $MATCHCAST_USERNAME and $MATCHCAST_PASSWORD.",
         show_default=False,
+    ),
+]
+CaFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--ca-file",
+        help=f"PEM file of the CA that signed an mqtts:// broker's certificate "
+        f"(default ${ENV_CA_FILE}, else the system's CAs).",
+        show_default=False,
+    ),
+]
+CertFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--cert-file",
+        help=f"PEM client certificate for an mqtts:// broker (default ${ENV_CERT_FILE}).",
+        show_default=False,
+    ),
+]
+KeyFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--key-file",
+        help=f"PEM key of --cert-file (default ${ENV_KEY_FILE}).",
+        show_default=False,
+    ),
+]
+TlsInsecureOpt = Annotated[
+    bool,
+    typer.Option(
+        "--tls-insecure",
+        help="Do not check the broker's certificate or name: anyone on the path can read and "
+        "change the stream. For test brokers only.",
     ),
 ]
 RootOpt = Annotated[str, typer.Option("--root", help="Topic root.")]
@@ -127,6 +172,43 @@ def _broker(option: str | None) -> BrokerURL | None:
         return broker_url_from(option)
     except ValueError as err:
         _fail(str(err), 2)
+
+
+def _connection_options(
+    broker: str | None,
+    ca_file: Path | None = None,
+    cert_file: Path | None = None,
+    key_file: Path | None = None,
+    tls_insecure: bool = False,
+) -> BrokerURL | None:
+    """The broker of ``--broker`` (else the environment) with its credentials and TLS options;
+    None for the embedded broker. Unusable TLS files end the command with one line, exit 2."""
+    url = _broker(broker)
+    flags = TLSOptions(ca_file, cert_file, key_file, insecure=tls_insecure)
+    if url is None:
+        if flags.given:
+            _fail("--ca-file, --cert-file, --key-file and --tls-insecure need --broker mqtts://", 2)
+        return None
+    try:
+        url = url.with_tls(flags)
+        url.context()  # bad files fail here, before anything connects
+    except ValueError as err:
+        _fail(str(err), 2)
+    if broker and BrokerURL.parse(broker).password:
+        _log.warning(
+            "credentials.in_arguments",
+            broker=str(url),
+            hint=f"other users see --broker in ps; put the password in ${ENV_PASSWORD}",
+        )
+    if url.tls and url.tls_options.insecure:
+        _log.warning("tls.insecure", broker=str(url))
+        _err.print(
+            f"warning: --tls-insecure: the certificate of {url} is not checked; anyone on the "
+            "path can read and change the stream",
+            soft_wrap=True,
+            markup=False,
+        )
+    return url
 
 
 def _topics(root: str) -> Topics:
@@ -258,6 +340,10 @@ def replay(
         ),
     ] = None,
     broker: BrokerOpt = None,
+    ca_file: CaFileOpt = None,
+    cert_file: CertFileOpt = None,
+    key_file: KeyFileOpt = None,
+    tls_insecure: TlsInsecureOpt = False,
     speed: Annotated[
         str | None,
         typer.Option(
@@ -306,7 +392,7 @@ def replay(
     _setup_logs(log_format, verbose, quiet_default=False)
     if protocol not in ("auto", "5", "3.1.1"):
         _fail(f"--protocol must be auto, 5 or 3.1.1, not {protocol!r}", 2)
-    url = _broker(broker)
+    url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
     matches = _sources(match)
     recording = any(isinstance(m, Recording) for m in matches)
     options = ReplayOptions(
@@ -350,6 +436,10 @@ def replay(
 @app.command()
 def watch(
     broker: BrokerOpt = None,
+    ca_file: CaFileOpt = None,
+    cert_file: CertFileOpt = None,
+    key_file: KeyFileOpt = None,
+    tls_insecure: TlsInsecureOpt = False,
     match: Annotated[str, typer.Option("--match", help="Only this match id; '+' for all.")] = "+",
     root: RootOpt = "matchcast",
     qos: QosOpt = 1,
@@ -361,7 +451,9 @@ def watch(
 ) -> None:
     """Live terminal scoreboard and ticker (broker default: the embedded one on 127.0.0.1:1883)."""
     _setup_logs(log_format, verbose, quiet_default=sys.stdout.isatty())
-    url = _broker(broker) or BrokerURL(DEFAULT_HOST, DEFAULT_EMBEDDED_PORT)
+    url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure) or BrokerURL(
+        DEFAULT_HOST, DEFAULT_EMBEDDED_PORT
+    )
     topics = _topics(root)
     if exit_at_full_time and match == "+":
         _fail("--exit-at-full-time needs --match MATCH_ID", 2)
@@ -392,14 +484,21 @@ def watch(
 @app.command("broker")
 def broker_cmd(
     host: Annotated[
-        str, typer.Option(help="Address to bind; 127.0.0.1 keeps it private to this machine.")
+        str,
+        typer.Option(
+            help="Address to bind. The default, 127.0.0.1, keeps it private to this machine; "
+            "the embedded broker has no passwords or TLS, so 0.0.0.0 lets anyone on the "
+            "network publish."
+        ),
     ] = DEFAULT_HOST,
     port: Annotated[int, typer.Option(help="TCP port.")] = DEFAULT_EMBEDDED_PORT,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
-    """Run the embedded broker (amqtt, MQTT 3.1.1) until Ctrl-C."""
+    """Run the embedded broker (amqtt, MQTT 3.1.1, no auth) on 127.0.0.1 until Ctrl-C."""
     _setup_logs(log_format, verbose, quiet_default=False)
+    if not _is_loopback(host):
+        _log.warning("broker.exposed", host=host, hint="no authentication: anyone can publish")
 
     async def serve() -> None:
         b = EmbeddedBroker(host, port)
@@ -415,6 +514,17 @@ def broker_cmd(
     except _Exit as e:
         if e.code != 130:
             raise
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress  # noqa: PLC0415
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 @app.command()
@@ -443,7 +553,9 @@ def main() -> None:
 
 
 #: Modules that add commands of their own; each defines ``register(app: typer.Typer)``.
-#: They may use this module's helpers (``_fail``, ``_run``, ``_broker``, ``_speed``, ...).
+#: They may use this module's helpers (``_fail``, ``_run``, ``_broker``, ``_speed``, ...); a
+#: command that connects to a broker takes ``BrokerOpt`` plus ``CaFileOpt``, ``CertFileOpt``,
+#: ``KeyFileOpt`` and ``TlsInsecureOpt`` and gets its URL from ``_connection_options``.
 COMMAND_MODULES: tuple[str, ...] = (
     "matchcast.cmd_asyncapi",
     "matchcast.cmd_consume",

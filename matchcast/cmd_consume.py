@@ -32,11 +32,15 @@ from matchcast.broker import DEFAULT_HOST
 from matchcast.cli import (
     DEFAULT_EMBEDDED_PORT,
     BrokerOpt,
+    CaFileOpt,
+    CertFileOpt,
+    KeyFileOpt,
     LogFmtOpt,
     QosOpt,
     RootOpt,
+    TlsInsecureOpt,
     VerboseOpt,
-    _broker,
+    _connection_options,
     _fail,
     _run,
     _setup_logs,
@@ -80,6 +84,10 @@ def consume(
         ),
     ] = None,
     broker: BrokerOpt = None,
+    ca_file: CaFileOpt = None,
+    cert_file: CertFileOpt = None,
+    key_file: KeyFileOpt = None,
+    tls_insecure: TlsInsecureOpt = False,
     match: Annotated[str, typer.Option("--match", help="Only this match id; '+' for all.")] = "+",
     root: RootOpt = "matchcast",
     qos: QosOpt = 1,
@@ -148,7 +156,9 @@ def consume(
         _fail("--exit-at-full-time needs --match MATCH_ID", 2)
     if session and qos == 0:
         _fail("--session needs --qos 1 or 2: a broker queues no QoS 0 messages for later", 2)
-    url = _broker(broker) or BrokerURL(DEFAULT_HOST, DEFAULT_EMBEDDED_PORT)
+    url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure) or BrokerURL(
+        DEFAULT_HOST, DEFAULT_EMBEDDED_PORT
+    )
     topics = _topics(root)
     subscribers = _load(plugins, opt or [])
     if session and client_id is None:

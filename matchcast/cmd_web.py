@@ -15,10 +15,14 @@ import typer
 from matchcast.cli import (
     DEMO_SPEED,
     BrokerOpt,
+    CaFileOpt,
+    CertFileOpt,
+    KeyFileOpt,
     LogFmtOpt,
     RootOpt,
+    TlsInsecureOpt,
     VerboseOpt,
-    _broker,
+    _connection_options,
     _err,
     _Exit,
     _from,
@@ -34,6 +38,10 @@ __all__ = ["register"]
 
 def web(
     broker: BrokerOpt = None,
+    ca_file: CaFileOpt = None,
+    cert_file: CertFileOpt = None,
+    key_file: KeyFileOpt = None,
+    tls_insecure: TlsInsecureOpt = False,
     host: Annotated[
         str, typer.Option(help="Address to bind; 127.0.0.1 keeps the page on this machine.")
     ] = "127.0.0.1",
@@ -71,7 +79,7 @@ def web(
     from matchcast.mqtt import BrokerURL  # noqa: PLC0415
     from simulator import ReplayOptions  # noqa: PLC0415
 
-    url = _broker(broker)
+    url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
     topics = _topics(root)
     replay = demo or url is None
     matches = _matches(match) if replay else []

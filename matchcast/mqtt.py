@@ -4,6 +4,11 @@
 protocols the rest of matchcast is written against. It connects with MQTT 5 and falls back to
 3.1.1 where the broker refuses v5 (amqtt does), so MQTT 5 properties (content type, message
 expiry, user properties) are sent where the broker speaks them and dropped where it does not.
+
+Security lives here too: :class:`BrokerURL` carries the credentials and the :class:`TLSOptions`
+of a connection, :func:`broker_url_from` fills them in from the environment, and
+:meth:`TLSOptions.context` is the one place an ``ssl.SSLContext`` is built. A password is never
+part of ``str()`` or ``repr()`` of either, so it stays out of logs and error messages.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ import random
 import ssl
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 from urllib.parse import unquote, urlsplit
@@ -29,26 +35,165 @@ from paho.mqtt.properties import Properties
 
 from events import BrokerError, ConnectionLostError, Message, MessageProps
 
-__all__ = ["ENV_BROKER", "BrokerURL", "MqttClient", "WillSpec", "broker_url_from"]
+__all__ = [
+    "ENV_BROKER",
+    "ENV_CA_FILE",
+    "ENV_CERT_FILE",
+    "ENV_KEY_FILE",
+    "ENV_KEY_PASSWORD",
+    "ENV_PASSWORD",
+    "ENV_USERNAME",
+    "BrokerURL",
+    "MqttClient",
+    "TLSOptions",
+    "WillSpec",
+    "broker_url_from",
+]
 
 _log = structlog.get_logger("matchcast.mqtt")
 
 #: Environment variable holding the broker URL when ``--broker`` is not given.
 ENV_BROKER = "MATCHCAST_BROKER"
+#: Credentials, so a password need not be on the command line (where ``ps`` shows it).
+ENV_USERNAME = "MATCHCAST_USERNAME"
+ENV_PASSWORD = "MATCHCAST_PASSWORD"  # noqa: S105 - the variable's name, not a password
+#: TLS files for an ``mqtts://`` broker: the CA that signed it, and a client certificate.
+ENV_CA_FILE = "MATCHCAST_CA_FILE"
+ENV_CERT_FILE = "MATCHCAST_CERT_FILE"
+ENV_KEY_FILE = "MATCHCAST_KEY_FILE"
+#: Passphrase of an encrypted client key (without it, OpenSSL would prompt on the terminal).
+ENV_KEY_PASSWORD = "MATCHCAST_KEY_PASSWORD"  # noqa: S105 - the variable's name
 Protocol = Literal["auto", "5", "3.1.1"]
 #: (host, port) -> whether the broker accepted MQTT 5, learnt by a probe.
 _V5_SUPPORT: dict[tuple[str, int], bool] = {}
 
 
 @dataclass(frozen=True, slots=True)
+class TLSOptions:
+    """How to check an ``mqtts://`` broker and prove who we are to it.
+
+    Attributes:
+        ca_file: PEM file of the CA(s) that signed the broker's certificate; the system's
+            trust store when None.
+        cert_file: PEM client certificate (with its key, unless ``key_file`` is given).
+        key_file: PEM private key of the client certificate.
+        key_password: passphrase of an encrypted ``key_file``; never shown.
+        insecure: skip checking the broker's certificate and name. Anyone on the path can
+            then read and change the stream: for a test broker only.
+    """
+
+    ca_file: Path | None = None
+    cert_file: Path | None = None
+    key_file: Path | None = None
+    key_password: str | None = field(default=None, repr=False)
+    insecure: bool = False
+
+    @property
+    def given(self) -> bool:
+        """True when any option is set (so a broker URL without TLS is a mistake)."""
+        return bool(self.ca_file or self.cert_file or self.key_file or self.insecure)
+
+    def merged(self, other: TLSOptions) -> TLSOptions:
+        """These options with whatever ``other`` sets on top."""
+        return TLSOptions(
+            ca_file=other.ca_file or self.ca_file,
+            cert_file=other.cert_file or self.cert_file,
+            key_file=other.key_file or self.key_file,
+            key_password=other.key_password or self.key_password,
+            insecure=other.insecure or self.insecure,
+        )
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> TLSOptions:
+        """The options ``$MATCHCAST_CA_FILE``, ``_CERT_FILE``, ``_KEY_FILE`` (and the key's
+        ``$MATCHCAST_KEY_PASSWORD``) give."""
+
+        def path(name: str) -> Path | None:
+            value = environ.get(name)
+            return Path(value) if value else None
+
+        return cls(
+            ca_file=path(ENV_CA_FILE),
+            cert_file=path(ENV_CERT_FILE),
+            key_file=path(ENV_KEY_FILE),
+            key_password=environ.get(ENV_KEY_PASSWORD) or None,
+        )
+
+    def context(self) -> ssl.SSLContext:
+        """A client ``SSLContext``: TLS 1.2 or later, the broker's certificate and host name
+        checked against ``ca_file`` (or the system CAs) unless ``insecure``.
+
+        Raises:
+            ValueError: a file is missing or is not what it should be; the message names it.
+        """
+        if self.key_file and not self.cert_file:
+            raise ValueError(f"key file {self.key_file} given without a certificate file")
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        if self.ca_file is not None:
+            try:
+                ctx.load_verify_locations(cafile=self.ca_file)
+            except (OSError, ssl.SSLError) as err:
+                raise ValueError(
+                    f"CA file {self.ca_file}: {_ssl_reason(err)} (expected PEM certificates)"
+                ) from None
+        if self.cert_file is not None:
+            try:
+                ctx.load_cert_chain(self.cert_file, self.key_file, password=self._key_password)
+            except (OSError, ssl.SSLError) as err:
+                key = f" / key file {self.key_file}" if self.key_file else ""
+                raise ValueError(
+                    f"certificate file {self.cert_file}{key}: {_ssl_reason(err)} (expected a "
+                    f"PEM certificate and its key; an encrypted key needs ${ENV_KEY_PASSWORD})"
+                ) from None
+        if self.insecure:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+
+    def _key_password(self) -> str:
+        # A callable, so OpenSSL never prompts on the terminal for an encrypted key.
+        return self.key_password or ""
+
+
+def _hint(err: Exception, *, tls: bool = False) -> str:
+    text = str(err)
+    if "authori" in text.lower() or "user name or password" in text.lower():
+        return (
+            f" (check the user name and password: in the URL, or ${ENV_USERNAME} and "
+            f"${ENV_PASSWORD})"
+        )
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return (
+            " (is the broker's certificate signed by the CA of --ca-file / "
+            f"${ENV_CA_FILE}, and issued for this host name?)"
+        )
+    tls_mismatch = ("WRONG_VERSION_NUMBER", "record layer failure", "reset by peer", "EOF")
+    if tls and any(s in text for s in tls_mismatch):
+        return " (is this port TLS? mqtts:// needs a TLS listener, mqtt:// a plain one)"
+    return ""
+
+
+def _ssl_reason(err: OSError | ssl.SSLError) -> str:
+    if isinstance(err, ssl.SSLError):
+        return err.reason or str(err)
+    return err.strerror or str(err)
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerURL:
-    """A parsed ``mqtt://[user:pass@]host:port`` (or ``mqtts://`` for TLS)."""
+    """A parsed ``mqtt://[user:pass@]host:port`` (or ``mqtts://`` for TLS).
+
+    ``tls_options`` say how an ``mqtts://`` broker is checked; the password is in neither
+    ``str()`` nor ``repr()``.
+    """
 
     host: str
     port: int
     tls: bool = False
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
+    tls_options: TLSOptions = TLSOptions()
 
     @classmethod
     def parse(cls, url: str) -> BrokerURL:
@@ -100,6 +245,31 @@ class BrokerURL:
             else (f"{self.username}@" if self.username else "")
         )
         return f"{'mqtts' if self.tls else 'mqtt'}://{user}{self.host}:{self.port}"
+
+    def with_credentials(self, username: str | None, password: str | None) -> BrokerURL:
+        """This URL with the user name and password the URL itself leaves out filled in."""
+        return replace(self, username=self.username or username, password=self.password or password)
+
+    def with_tls(self, options: TLSOptions) -> BrokerURL:
+        """This URL with ``options`` on top of its own TLS options.
+
+        Raises:
+            ValueError: TLS options for a plain ``mqtt://`` broker (a mistake that would
+                otherwise send everything in clear).
+        """
+        if options.given and not self.tls:
+            raise ValueError(
+                f"TLS options were given but the broker {self} is not TLS: use mqtts://"
+            )
+        return replace(self, tls_options=self.tls_options.merged(options))
+
+    def context(self) -> ssl.SSLContext | None:
+        """The ``SSLContext`` for this broker, or None for plain ``mqtt://``.
+
+        Raises:
+            ValueError: a TLS file cannot be used.
+        """
+        return self.tls_options.context() if self.tls else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +374,10 @@ class MqttClient:
         self._keepalive = keepalive
         self._timeout = connect_timeout
         self._max_inflight = max_inflight
-        self._tls = tls_context
+        try:
+            self._tls = tls_context if tls_context is not None else url.context()
+        except ValueError as err:
+            raise BrokerError(str(url), str(err)) from err
         self._client: aiomqtt.Client | None = None
         self.protocol_version: Literal["5", "3.1.1"] | None = None
 
@@ -219,9 +392,6 @@ class MqttClient:
         if v5 and self._session_expiry is not None:
             props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
             props.SessionExpiryInterval = self._session_expiry
-        tls_context = self._tls
-        if self.url.tls and tls_context is None:
-            tls_context = ssl.create_default_context()
         kwargs: dict[str, Any] = {}
         if v5:
             kwargs["clean_start"] = self._clean_start
@@ -239,7 +409,7 @@ class MqttClient:
             keepalive=self._keepalive,
             max_inflight_messages=self._max_inflight,
             properties=props,
-            tls_context=tls_context,
+            tls_context=self._tls,
             **kwargs,
         )
         client.pending_calls_threshold = 1_000_000  # we bound in-flight calls ourselves
@@ -289,9 +459,13 @@ class MqttClient:
                 ):
                     _log.info("broker.v5_refused", broker=str(self.url), fallback="3.1.1")
                     continue
-                raise BrokerError(str(self.url), f"connection refused: {err.rc}") from err
+                raise BrokerError(
+                    str(self.url), f"connection refused: {err.rc}{_hint(err)}"
+                ) from err
             except aiomqtt.MqttError as err:
-                raise BrokerError(str(self.url), f"cannot connect: {err}") from err
+                raise BrokerError(
+                    str(self.url), f"cannot connect: {err}{_hint(err, tls=self.url.tls)}"
+                ) from err
             self._client = client
             self.protocol_version = version
             _log.debug(
@@ -456,7 +630,35 @@ class MqttClient:
             raise ConnectionLostError(str(self.url), f"connection lost: {err}") from err
 
 
-def broker_url_from(option: str | None) -> BrokerURL | None:
-    """The broker from ``--broker``, else ``$MATCHCAST_BROKER``, else None (embedded)."""
-    raw = option or os.environ.get(ENV_BROKER)
-    return BrokerURL.parse(raw) if raw else None
+def broker_url_from(
+    option: str | None, environ: Mapping[str, str] | None = None
+) -> BrokerURL | None:
+    """The broker from ``--broker``, else ``$MATCHCAST_BROKER``, else None (embedded).
+
+    ``$MATCHCAST_USERNAME`` and ``$MATCHCAST_PASSWORD`` fill in what the URL leaves out, and
+    ``$MATCHCAST_CA_FILE``, ``_CERT_FILE``, ``_KEY_FILE`` give the TLS files of an ``mqtts://``
+    broker.
+
+    Raises:
+        ValueError: a bad URL, a password without a user name, or TLS files for a broker
+            that is not ``mqtts://``.
+    """
+    env = os.environ if environ is None else environ
+    raw = option or env.get(ENV_BROKER)
+    if not raw:
+        return None
+    url = BrokerURL.parse(raw).with_credentials(
+        env.get(ENV_USERNAME) or None, env.get(ENV_PASSWORD) or None
+    )
+    if url.password and not url.username:
+        raise ValueError(
+            f"a password is set but no user name: put it in the URL (mqtt://USER@host) "
+            f"or in ${ENV_USERNAME}"
+        )
+    from_env = TLSOptions.from_env(env)
+    if from_env.given and not url.tls:
+        raise ValueError(
+            f"${ENV_CA_FILE}/${ENV_CERT_FILE}/${ENV_KEY_FILE} are set but the broker {url} "
+            "is not TLS: use mqtts://"
+        )
+    return url.with_tls(from_env)

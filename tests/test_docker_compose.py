@@ -1,8 +1,12 @@
 """docker-compose.yml is wired right. No Docker engine runs here, so the file is checked
-statically: services, broker address, mounted config, and that the commands parse."""
+statically: services, broker address, mounted config, credentials and ACL, and that the commands
+parse. What the ACL allows is shown against a real mosquitto in tests/matchcast/test_broker_acl.py."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,6 +15,7 @@ from typer.testing import CliRunner
 
 from matchcast.cli import app
 from matchcast.testbroker import Mosquitto, mosquitto_binary
+from tests._secure import PASSWORDS, compose_config, compose_mosquitto, write_password_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,8 +26,9 @@ def _compose() -> dict:  # type: ignore[type-arg]
 
 def test_services_broker_replayer_and_scoreboard() -> None:
     services = _compose()["services"]
-    assert set(services) == {"mosquitto", "replayer", "scoreboard"}
+    assert set(services) == {"mosquitto-passwd", "mosquitto", "replayer", "scoreboard"}
     assert services["mosquitto"]["image"].startswith("eclipse-mosquitto:2")
+    assert services["mosquitto-passwd"]["image"] == services["mosquitto"]["image"]
 
 
 def test_the_mosquitto_config_is_present_and_mounted() -> None:
@@ -36,6 +42,47 @@ def test_the_mosquitto_config_is_present_and_mounted() -> None:
     assert mosq["ports"] == ["127.0.0.1:1883:1883"]
 
 
+def test_the_broker_wants_a_password_and_applies_the_acl() -> None:
+    """Anonymous clients are refused; the password file comes from the mosquitto-passwd
+    service through a shared volume, the ACL from the repository."""
+    services = _compose()["services"]
+    mosq = services["mosquitto"]
+    conf = (ROOT / "deploy/mosquitto/mosquitto.conf").read_text().splitlines()
+    assert "allow_anonymous false" in conf
+    assert "password_file /mosquitto/auth/passwd" in conf
+    assert "acl_file /mosquitto/config/acl" in conf
+    assert "./deploy/mosquitto/acl:/mosquitto/config/acl:ro" in mosq["volumes"]
+    assert "mosquitto-auth:/mosquitto/auth:ro" in mosq["volumes"]
+    assert "mosquitto-auth:/mosquitto/auth" in services["mosquitto-passwd"]["volumes"]
+    assert mosq["depends_on"]["mosquitto-passwd"]["condition"] == "service_completed_successfully"
+    assert "mosquitto-auth" in _compose()["volumes"]
+    # The healthcheck logs in too (anonymous would be refused).
+    assert "-u healthcheck" in " ".join(mosq["healthcheck"]["test"])
+
+
+def test_the_password_file_is_written_without_a_password_in_any_arguments() -> None:
+    """printf (a shell builtin) writes the plain file, mosquitto_passwd -U hashes it in place."""
+    step = _compose()["services"]["mosquitto-passwd"]["command"][0]
+    assert step.startswith("umask 077 && printf ")
+    assert "mosquitto_passwd -U /mosquitto/auth/passwd" in step
+    assert " -b " not in step
+
+
+def test_the_acl_lets_only_the_replayer_publish_the_stream() -> None:
+    acl = [
+        line.strip()
+        for line in (ROOT / "deploy/mosquitto/acl").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert acl[acl.index("user replayer") + 1] == "topic readwrite matchcast/#"
+    writes = [line for line in acl if line.split()[1] in ("readwrite", "write")]
+    assert writes == [
+        "topic readwrite matchcast/#",
+        "pattern readwrite matchcast/consumers/%u/#",
+    ]
+    assert "pattern read matchcast/#" in acl
+
+
 def test_clients_reach_the_broker_by_its_service_name_after_it_is_healthy() -> None:
     services = _compose()["services"]
     for name in ("replayer", "scoreboard"):
@@ -43,6 +90,19 @@ def test_clients_reach_the_broker_by_its_service_name_after_it_is_healthy() -> N
         assert svc["environment"]["MATCHCAST_BROKER"] == "mqtt://mosquitto:1883"
         assert svc["depends_on"]["mosquitto"]["condition"] == "service_healthy"
         assert svc["build"] == "."
+
+
+def test_clients_log_in_with_credentials_from_the_environment() -> None:
+    """Each client has its own user, and its password is the one the password file gets."""
+    services = _compose()["services"]
+    passwd_env = services["mosquitto-passwd"]["environment"]
+    for name in ("replayer", "scoreboard"):
+        env = services[name]["environment"]
+        assert env["MATCHCAST_USERNAME"] == name
+        assert env["MATCHCAST_PASSWORD"] == passwd_env[f"{name.upper()}_PASSWORD"]
+        assert env["MATCHCAST_PASSWORD"].startswith(f"${{MATCHCAST_{name.upper()}_PASSWORD:-")
+        assert "@" not in env["MATCHCAST_BROKER"]  # no credentials in the URL
+        assert "--broker" not in services[name]["command"]
 
 
 def test_the_dockerfile_installs_the_project_and_runs_the_cli() -> None:
@@ -67,12 +127,13 @@ def test_mosquitto_accepts_the_compose_config(tmp_path: Path) -> None:
     """The mounted config starts a real mosquitto (on a free loopback port instead of 1883)."""
     binary = mosquitto_binary()
     assert binary is not None
-    conf = (ROOT / "deploy/mosquitto/mosquitto.conf").read_text()
     broker = Mosquitto(binary)
-    local = conf.replace("listener 1883 0.0.0.0", f"listener {broker.port} 127.0.0.1").replace(
-        "log_dest stdout", f"log_dest file {broker.log_path}"
-    )
-    assert local != conf
+    broker.workdir.chmod(0o777)
+    passwd, acl = broker.workdir / "passwd", broker.workdir / "acl"
+    write_password_file(passwd, PASSWORDS)
+    acl.write_text((ROOT / "deploy/mosquitto/acl").read_text())
+    acl.chmod(0o644)
+    local = compose_config(broker, passwd, acl)
     broker.config = lambda: local  # type: ignore[method-assign]
     broker.start()
     try:
@@ -80,3 +141,34 @@ def test_mosquitto_accepts_the_compose_config(tmp_path: Path) -> None:
     finally:
         broker.stop()
     assert "Error" not in broker.log()
+
+
+@pytest.mark.mosquitto
+@pytest.mark.parametrize(("password", "healthy"), [(PASSWORDS["healthcheck"], True), ("x", False)])
+def test_the_healthcheck_logs_in_and_reads_the_uptime(password: str, healthy: bool) -> None:
+    """The compose healthcheck, run against mosquitto with the compose config and ACL."""
+    binary, sub = mosquitto_binary(), shutil.which("mosquitto_sub")
+    assert binary is not None
+    if sub is None:
+        pytest.skip("mosquitto_sub is not installed (apt-get install mosquitto-clients)")
+    check = _compose()["services"]["mosquitto"]["healthcheck"]["test"]
+    assert check[0] == "CMD-SHELL"
+    broker = compose_mosquitto(binary)
+    try:
+        script = (
+            check[1]
+            .replace("$$", "$")
+            .replace("mosquitto_sub ", f"{sub} -h 127.0.0.1 -p {broker.port} ", 1)
+        )
+        env = {**os.environ, "HEALTHCHECK_PASSWORD": password}
+        result = subprocess.run(
+            ["/bin/sh", "-c", script],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    finally:
+        broker.stop()
+    assert (result.returncode == 0) is healthy, result.stderr

@@ -1,0 +1,60 @@
+"""The embedded broker keeps to this machine unless told otherwise."""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from matchcast.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker, free_port
+from tests._cli import run_cli
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="reads listening sockets from /proc/net"
+)
+
+
+def _listening(port: int) -> set[str]:
+    """The addresses with a TCP socket listening on ``port``, from /proc/net/tcp{,6}."""
+    found: set[str] = set()
+    for name, width in (("tcp", 4), ("tcp6", 16)):
+        path = Path("/proc/net") / name
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            addr_hex, port_hex = local.split(":")
+            if state != "0A" or int(port_hex, 16) != port:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(addr_hex)
+            if width == 4:
+                found.add(socket.inet_ntop(socket.AF_INET, raw[::-1]))
+            else:  # four host-order 32-bit words
+                words = b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4))
+                found.add(socket.inet_ntop(socket.AF_INET6, words))
+    return found
+
+
+async def test_the_embedded_broker_listens_on_loopback_only_by_default() -> None:
+    async with embedded_broker() as broker:
+        assert broker.host == DEFAULT_HOST == "127.0.0.1"
+        assert _listening(broker.port) == {"127.0.0.1"}
+
+
+async def test_it_binds_elsewhere_only_when_told() -> None:
+    broker = EmbeddedBroker("0.0.0.0", free_port("0.0.0.0"))
+    await broker.start()
+    try:
+        assert _listening(broker.port) == {"0.0.0.0"}
+    finally:
+        await broker.stop()
+
+
+def test_broker_host_says_so_in_its_help() -> None:
+    result = run_cli("broker", "--help")
+    assert result.code == 0
+    help_text = " ".join(result.stdout.split())
+    assert "127.0.0.1" in help_text
+    assert "private to this machine" in help_text
