@@ -400,7 +400,7 @@ def main() -> None:
 
 #: Modules that add commands of their own; each defines ``register(app: typer.Typer)``.
 #: They may use this module's helpers (``_fail``, ``_run``, ``_broker``, ``_speed``, ...).
-COMMAND_MODULES: tuple[str, ...] = ("matchcast.cmd_asyncapi",)
+COMMAND_MODULES: tuple[str, ...] = ("matchcast.cmd_asyncapi", "matchcast.cmd_load")
 
 
 def _register_commands() -> None:

@@ -1,0 +1,261 @@
+"""``matchcast load``: drive many matches onto a broker and measure what subscribers receive."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["register"]
+
+
+class ClientKind(StrEnum):
+    """Which MQTT client the load generator and its probes use."""
+
+    aiomqtt = "aiomqtt"
+    fast = "fast"
+
+
+def make_factory(kind: ClientKind, url: Any, max_inflight: int) -> Any:
+    """A :data:`~matchcast.load.ClientFactory` for ``kind`` connecting to ``url``."""
+    if kind is ClientKind.fast:
+        from matchcast.fastmqtt import FastClient  # noqa: PLC0415
+
+        def fast(client_id: str) -> AbstractAsyncContextManager[Any]:
+            return FastClient(url, client_id=client_id)
+
+        return fast
+    from matchcast.mqtt import MqttClient  # noqa: PLC0415
+
+    def slow(client_id: str) -> AbstractAsyncContextManager[Any]:
+        return MqttClient(url, client_id=client_id, max_inflight=max(max_inflight, 20))
+
+    return slow
+
+
+@contextlib.contextmanager
+def _spawned(spawn: bool) -> Iterator[str | None]:
+    if not spawn:
+        yield None
+        return
+    from matchcast.testing import Mosquitto, mosquitto_binary  # noqa: PLC0415
+
+    binary = mosquitto_binary()
+    if binary is None:
+        raise typer.BadParameter("--spawn-mosquitto: mosquitto is not installed")
+    broker = Mosquitto(binary, extra=["max_queued_messages 1000000"]).start()
+    try:
+        yield broker.url
+    finally:
+        broker.stop()
+
+
+def write_csv(path: Path, report: dict[str, Any]) -> None:
+    """The per-second series of ``report`` as CSV."""
+    rows = report["per_second"]
+    with path.open("w", newline="") as f:
+        if not rows:
+            return
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def load(
+    specs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[MATCH]...",
+            help="Match specs to copy (default the semi-final): names, files, sim:SEED.",
+            show_default=False,
+        ),
+    ] = None,
+    broker: Annotated[
+        str | None,
+        typer.Option("--broker", "-b", help="mqtt://host:port; default $MATCHCAST_BROKER."),
+    ] = None,
+    spawn_mosquitto: Annotated[
+        bool, typer.Option("--spawn-mosquitto", help="Start a mosquitto of our own to test.")
+    ] = False,
+    matches: Annotated[int, typer.Option("--matches", "-k", min=1, help="Concurrent matches.")] = 10,
+    subscribers: Annotated[
+        int, typer.Option("--subscribers", "-m", min=0, help="Probe subscriber connections.")
+    ] = 1,
+    shared_group: Annotated[
+        str | None,
+        typer.Option("--shared-group", help="Probes share $share/NAME/... as one consumer."),
+    ] = None,
+    speed: Annotated[
+        str, typer.Option("--speed", help="Match seconds per wall second per match, or max.")
+    ] = "max",
+    rate: Annotated[
+        float | None,
+        typer.Option("--rate", min=0.001, help="Target total events/s (overrides --speed)."),
+    ] = None,
+    ramp: Annotated[
+        float, typer.Option("--ramp", min=0, help="Start the matches over this many seconds.")
+    ] = 0.0,
+    duration: Annotated[
+        float | None,
+        typer.Option("--duration", min=0.1, help="Send for this long, replacing finished matches."),
+    ] = None,
+    qos: Annotated[int, typer.Option("--qos", min=0, max=2, help="QoS of every message.")] = 0,
+    payload_size: Annotated[
+        int, typer.Option("--payload-size", min=0, help="Pad events to this many bytes.")
+    ] = 0,
+    states: Annotated[
+        bool, typer.Option("--states/--no-states", help="Also publish retained state snapshots.")
+    ] = True,
+    publishers: Annotated[
+        int, typer.Option("--publishers", min=1, help="Publishing connections.")
+    ] = 1,
+    max_inflight: Annotated[
+        int, typer.Option("--max-inflight", min=1, help="Publishes in flight per connection.")
+    ] = 1000,
+    overrun_ms: Annotated[
+        float, typer.Option("--overrun-ms", min=0, help="Later than this counts as overrun.")
+    ] = 10.0,
+    drain_idle: Annotated[
+        float, typer.Option("--drain-idle", min=0, help="Stop waiting after this idle time.")
+    ] = 2.0,
+    client: Annotated[
+        ClientKind, typer.Option("--client", help="MQTT client: aiomqtt or fast (mqtt5 codec).")
+    ] = ClientKind.aiomqtt,
+    root: Annotated[str, typer.Option("--root", help="Topic root.")] = "matchcast-load",
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Write every figure to this JSON file.")
+    ] = None,
+    csv_path: Annotated[
+        Path | None, typer.Option("--csv", help="Write the per-second series as CSV.")
+    ] = None,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Live view (on a terminal).")
+    ] = True,
+    log_format: Annotated[str, typer.Option("--log-format", help="auto, console or json.")] = "auto",
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More logs.")] = 0,
+) -> None:
+    """Drive K concurrent matches onto a broker and measure what M subscribers receive."""
+    from rich.console import Console  # noqa: PLC0415
+
+    from matchcast import cli  # noqa: PLC0415
+    from matchcast.load import (  # noqa: PLC0415
+        LoadOptions,
+        LoadRun,
+        LoadShape,
+        MatchTemplate,
+        build_report,
+        render_table,
+    )
+
+    cli._setup_logs(log_format, verbose, quiet_default=True)  # noqa: SLF001
+    topics = cli._topics(root)  # noqa: SLF001
+    spd = cli._speed(speed)  # noqa: SLF001
+    if shared_group is not None and (not shared_group or any(c in shared_group for c in "/+#")):
+        cli._fail(f"--shared-group {shared_group!r} must be a name without / + #", 2)  # noqa: SLF001
+    sources = [m for spec in (specs or [None]) for m in cli._matches(spec)]  # type: ignore[list-item]  # noqa: SLF001
+    templates = [MatchTemplate.build(m) for m in sources]
+    shape = LoadShape(
+        matches=matches,
+        speed=spd,
+        rate=rate,
+        ramp_s=ramp,
+        duration_s=duration,
+        qos=qos,
+        payload_size=payload_size,
+        states=states,
+    )
+    options = LoadOptions(
+        shape=shape,
+        topics=topics,
+        subscribers=subscribers,
+        shared_group=shared_group,
+        publishers=publishers,
+        max_inflight=max_inflight,
+        overrun_ms=overrun_ms,
+        drain_idle_s=drain_idle,
+    )
+    parameters = {
+        "matches": matches,
+        "sources": [m.match_id for m in sources],
+        "subscribers": subscribers,
+        "shared_group": shared_group,
+        "speed": speed,
+        "rate": rate,
+        "ramp_s": ramp,
+        "duration_s": duration,
+        "qos": qos,
+        "payload_size": payload_size,
+        "states": states,
+        "publishers": publishers,
+        "max_inflight": max_inflight,
+        "overrun_ms": overrun_ms,
+        "client": client.value,
+        "root": topics.root,
+        "argv": sys.argv[1:],
+    }
+    console = Console(stderr=True)
+    with _spawned(spawn_mosquitto) as spawned_url:
+        url = cli._broker(spawned_url or broker)  # noqa: SLF001
+        if url is None:
+            cli._fail("matchcast load needs --broker URL (or $MATCHCAST_BROKER, or --spawn-mosquitto)", 2)  # noqa: SLF001
+        parameters["broker"] = str(url)
+        run = LoadRun(options, templates, make_factory(client, url, max_inflight))
+
+        async def go() -> None:
+            async with _live(run, console, progress and console.is_terminal):
+                await run.run()
+
+        cli._run(go)  # noqa: SLF001
+    result = build_report(run, parameters)
+    Console().print(render_table(result))
+    if report is not None:
+        report.write_text(json.dumps(result, indent=1))
+    if csv_path is not None:
+        write_csv(csv_path, result)
+
+
+@contextlib.asynccontextmanager
+async def _live(run: Any, console: Any, enabled: bool) -> AsyncIterator[None]:
+    """A live line of progress, refreshed every second, while the run lasts."""
+    if not enabled:
+        yield
+        return
+    import asyncio  # noqa: PLC0415
+
+    from rich.live import Live  # noqa: PLC0415
+
+    def line() -> str:
+        p = run.progress()
+        return (
+            f"{p.elapsed_s:6.1f}s  matches {p.matches_active} active / {p.matches_started} started"
+            f"  sent {p.sent_per_s:,}/s  delivered {p.delivered_per_s:,}/s  p99 {p.p99_ms:.1f} ms"
+            f"  overruns {p.overruns:,}  failures {p.failures:,}"
+        )
+
+    with Live(line(), console=console, refresh_per_second=2, transient=True) as live:
+
+        async def tick() -> None:
+            while True:
+                await asyncio.sleep(1.0)
+                live.update(line())
+
+        task = asyncio.ensure_future(tick())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``load`` command to ``app``."""
+    app.command("load")(load)

@@ -1,0 +1,287 @@
+"""One load run: connect probes and publishers, send, drain, and keep every figure.
+
+The probes subscribe before anything is sent; the run ends when every consumer has every
+event the sender published, or when nothing has arrived for ``drain_idle_s`` (what is still
+missing then is loss).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import structlog
+
+from events import BrokerError, MatchcastError, MessageSource, Publisher, Topics
+from matchcast.load._accounting import ConsumerAccount, parse_probe_fields
+from matchcast.load._sender import Sender, SenderStats
+from matchcast.load._workload import LoadShape, MatchTemplate
+
+__all__ = [
+    "ClientFactory",
+    "ConnectionHealth",
+    "LoadClient",
+    "LoadOptions",
+    "LoadRun",
+    "Progress",
+    "probe_filter",
+]
+
+_log = structlog.get_logger("matchcast.load")
+
+
+class LoadClient(Publisher, MessageSource, Protocol):
+    """A connection that both publishes and subscribes (both MQTT clients are one)."""
+
+
+#: Makes a client with the given client id; entering it connects.
+ClientFactory = Callable[[str], AbstractAsyncContextManager[LoadClient]]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadOptions:
+    """Everything about a run except the broker connection.
+
+    Attributes:
+        shape: the load shape.
+        topics: the topic tree.
+        subscribers: probe connections.
+        shared_group: put the probes in this shared subscription group (``$share/NAME/...``)
+            so together they act as one consumer; None for plain subscriptions, each probe a
+            consumer of its own.
+        publishers: publishing connections.
+        max_inflight: publishes awaiting the broker at once, per connection.
+        overrun_ms: a send later than this against its due time counts as a sender overrun.
+        drain_idle_s: after the last send, stop waiting once nothing arrived for this long.
+        drain_max_s: and in any case after this long.
+    """
+
+    shape: LoadShape
+    topics: Topics
+    subscribers: int = 1
+    shared_group: str | None = None
+    publishers: int = 1
+    max_inflight: int = 1000
+    overrun_ms: float = 10.0
+    drain_idle_s: float = 2.0
+    drain_max_s: float = 60.0
+
+
+def probe_filter(topics: Topics, shared_group: str | None) -> str:
+    """What a probe subscribes to: every match's events, in a shared group if asked."""
+    plain = topics.events("+")
+    return f"$share/{shared_group}/{plain}" if shared_group else plain
+
+
+@dataclass(slots=True)
+class ConnectionHealth:
+    """Connections of one kind (publishers or probes)."""
+
+    connect_ms: list[float] = field(default_factory=list)
+    failures: int = 0
+    failure_reasons: list[str] = field(default_factory=list)
+    disconnects: int = 0
+    reconnects: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A glance at a run in progress, for the live view."""
+
+    elapsed_s: float
+    matches_active: int
+    matches_started: int
+    sent_per_s: int
+    delivered_per_s: int
+    p99_ms: float
+    overruns: int
+    failures: int
+
+
+class LoadRun:
+    """One run; :meth:`run` does it, the attributes hold what it measured."""
+
+    def __init__(
+        self,
+        options: LoadOptions,
+        templates: Sequence[MatchTemplate],
+        factory: ClientFactory,
+        *,
+        wrap_publisher: Callable[[Publisher], Publisher] | None = None,
+        id_prefix: str = "",
+        first_index: int = 0,
+        index_step: int = 1,
+    ) -> None:
+        self.options = options
+        self.templates = list(templates)
+        self.factory = factory
+        self.wrap_publisher = wrap_publisher
+        self.id_prefix = id_prefix
+        self.first_index = first_index
+        self.index_step = index_step
+        self.probes = ConnectionHealth()
+        self.pubs = ConnectionHealth()
+        self.accounts: list[ConsumerAccount] = []
+        self.sender: Sender | None = None
+        self.last_rx = 0.0
+        self.first_rx = 0.0
+        self.ended = 0.0
+
+    @property
+    def stats(self) -> SenderStats:
+        """The sender's figures."""
+        assert self.sender is not None, "the run has not started"
+        return self.sender.stats
+
+    async def _connect(
+        self, stack: contextlib.AsyncExitStack, kind: str, n: int, health: ConnectionHealth
+    ) -> list[LoadClient]:
+        out = []
+        tag = self.options.shape.tag
+        for i in range(n):
+            client_id = f"mc-load-{tag}-{kind}-{self.first_index}-{i}"
+            t = time.monotonic()
+            try:
+                client = await stack.enter_async_context(self.factory(client_id))
+            except (MatchcastError, OSError) as err:
+                health.failures += 1
+                health.failure_reasons.append(str(err))
+                _log.warning("connection.failed", kind=kind, client_id=client_id, error=str(err))
+                continue
+            health.connect_ms.append((time.monotonic() - t) * 1000)
+            out.append(client)
+        if n and not out:
+            reason = health.failure_reasons[-1] if health.failure_reasons else "?"
+            raise BrokerError("broker", f"no {kind} connection succeeded: {reason}")
+        return out
+
+    async def run(self) -> None:
+        """Connect, send, drain. Raises ``BrokerError`` if no connection at all succeeds."""
+        opts = self.options
+        async with contextlib.AsyncExitStack() as stack:
+            probes = await self._connect(stack, "probe", opts.subscribers, self.probes)
+            flt = probe_filter(opts.topics, opts.shared_group)
+            for probe in probes:
+                await probe.subscribe(flt, qos=opts.shape.qos)
+            if opts.shared_group:
+                group = ConsumerAccount(f"$share/{opts.shared_group}", members=len(probes))
+                self.accounts = [group]
+                routes = [group] * len(probes)
+            else:
+                self.accounts = [ConsumerAccount(f"probe-{i}") for i in range(len(probes))]
+                routes = self.accounts
+            clients = await self._connect(stack, "pub", opts.publishers, self.pubs)
+            publishers: list[Publisher] = list(clients)
+            if self.wrap_publisher is not None:
+                publishers = [self.wrap_publisher(p) for p in publishers]
+            self.sender = sender = Sender(
+                self.templates,
+                opts.shape,
+                publishers,
+                topics=opts.topics,
+                max_inflight=opts.max_inflight,
+                overrun_ms=opts.overrun_ms,
+                id_prefix=self.id_prefix,
+                first_index=self.first_index,
+                index_step=self.index_step,
+            )
+            _log.info(
+                "load.started",
+                matches=opts.shape.matches,
+                subscribers=len(probes),
+                publishers=len(publishers),
+                qos=opts.shape.qos,
+            )
+            async with asyncio.TaskGroup() as tg:
+                readers = [
+                    tg.create_task(self._read(p, acc))
+                    for p, acc in zip(probes, routes, strict=True)
+                ]
+                try:
+                    await sender.run()
+                    await self._drain()
+                finally:
+                    for r in readers:
+                        r.cancel()
+            self.ended = time.monotonic()
+        _log.info("load.finished", events=self.stats.events, failures=self.stats.failures)
+
+    async def _drain(self) -> None:
+        opts = self.options
+        expected = self.stats.expected
+        start = time.monotonic()
+        self.last_rx = max(self.last_rx, time.time())
+        while True:
+            if all(acc.complete(expected) for acc in self.accounts):
+                return
+            now = time.monotonic()
+            idle = time.time() - self.last_rx
+            if idle >= opts.drain_idle_s or now - start >= opts.drain_max_s:
+                _log.info("load.drain_gave_up", idle_s=round(idle, 2))
+                return
+            await asyncio.sleep(0.02)
+
+    async def _read(self, probe: MessageSource, account: ConsumerAccount) -> None:
+        prefix = self.options.topics.root + "/matches/"
+        cut = len(prefix)
+        try:
+            async for message in probe.messages():
+                now = time.time()
+                topic = message.topic
+                if not topic.startswith(prefix) or not topic.endswith("/events"):
+                    account.unexpected += 1
+                    continue
+                try:
+                    seq, scheduled = parse_probe_fields(message.payload)
+                except ValueError:
+                    account.malformed += 1
+                    continue
+                sender = self.sender
+                wall0 = sender.wall0 if sender is not None else now
+                latency = int((now - scheduled) * 1e6) if scheduled is not None else 0
+                account.record(topic[cut:-7], seq, int(now - wall0), latency)
+                if not self.first_rx:
+                    self.first_rx = now
+                self.last_rx = now
+        except BrokerError as err:
+            self.probes.disconnects += 1
+            _log.warning("probe.disconnected", consumer=account.name, error=str(err))
+
+    def progress(self) -> Progress:
+        """The run at a glance, for the live view."""
+        sender = self.sender
+        if sender is None or not sender.mono0:
+            return Progress(0.0, 0, 0, 0, 0, 0.0, 0, 0)
+        stats = sender.stats
+        elapsed = time.monotonic() - sender.mono0
+        sec = max(int(elapsed) - 1, 0)
+        delivered = sum(acc.latency.count(sec) for acc in self.accounts)
+        p99 = 0.0
+        counts = [acc.latency.counts(sec) for acc in self.accounts]
+        total = sum(sum(c.values()) for c in counts)
+        if total:
+            merged: dict[int, int] = {}
+            for c in counts:
+                for v, n in c.items():
+                    merged[v] = merged.get(v, 0) + n
+            running, limit = 0, total * 0.99
+            for v in sorted(merged):
+                running += merged[v]
+                if running >= limit:
+                    p99 = v / 1000
+                    break
+        return Progress(
+            elapsed_s=elapsed,
+            matches_active=stats.matches_started - stats.matches_completed,
+            matches_started=stats.matches_started,
+            sent_per_s=stats.sent.get(sec, 0),
+            delivered_per_s=delivered,
+            p99_ms=p99,
+            overruns=stats.overruns,
+            failures=stats.failures,
+        )
