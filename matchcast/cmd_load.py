@@ -85,7 +85,9 @@ def load(
     spawn_mosquitto: Annotated[
         bool, typer.Option("--spawn-mosquitto", help="Start a mosquitto of our own to test.")
     ] = False,
-    matches: Annotated[int, typer.Option("--matches", "-k", min=1, help="Concurrent matches.")] = 10,
+    matches: Annotated[
+        int, typer.Option("--matches", "-k", min=1, help="Concurrent matches.")
+    ] = 10,
     subscribers: Annotated[
         int, typer.Option("--subscribers", "-m", min=0, help="Probe subscriber connections.")
     ] = 1,
@@ -139,7 +141,9 @@ def load(
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Live view (on a terminal).")
     ] = True,
-    log_format: Annotated[str, typer.Option("--log-format", help="auto, console or json.")] = "auto",
+    log_format: Annotated[
+        str, typer.Option("--log-format", help="auto, console or json.")
+    ] = "auto",
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More logs.")] = 0,
 ) -> None:
     """Drive K concurrent matches onto a broker and measure what M subscribers receive."""
@@ -155,12 +159,12 @@ def load(
         render_table,
     )
 
-    cli._setup_logs(log_format, verbose, quiet_default=True)  # noqa: SLF001
-    topics = cli._topics(root)  # noqa: SLF001
-    spd = cli._speed(speed)  # noqa: SLF001
+    cli._setup_logs(log_format, verbose, quiet_default=True)
+    topics = cli._topics(root)
+    spd = cli._speed(speed)
     if shared_group is not None and (not shared_group or any(c in shared_group for c in "/+#")):
-        cli._fail(f"--shared-group {shared_group!r} must be a name without / + #", 2)  # noqa: SLF001
-    sources = [m for spec in (specs or [None]) for m in cli._matches(spec)]  # type: ignore[list-item]  # noqa: SLF001
+        cli._fail(f"--shared-group {shared_group!r} must be a name without / + #", 2)
+    sources = [m for spec in (specs or [None]) for m in cli._matches(spec)]  # type: ignore[list-item]
     templates = [MatchTemplate.build(m) for m in sources]
     shape = LoadShape(
         matches=matches,
@@ -203,9 +207,10 @@ def load(
     }
     console = Console(stderr=True)
     with _spawned(spawn_mosquitto) as spawned_url:
-        url = cli._broker(spawned_url or broker)  # noqa: SLF001
+        url = cli._broker(spawned_url or broker)
         if url is None:
-            cli._fail("matchcast load needs --broker URL (or $MATCHCAST_BROKER, or --spawn-mosquitto)", 2)  # noqa: SLF001
+            msg = "matchcast load needs --broker URL (or $MATCHCAST_BROKER, or --spawn-mosquitto)"
+            cli._fail(msg, 2)
         parameters["broker"] = str(url)
         run = LoadRun(options, templates, make_factory(client, url, max_inflight))
 
@@ -213,7 +218,7 @@ def load(
             async with _live(run, console, progress and console.is_terminal):
                 await run.run()
 
-        cli._run(go)  # noqa: SLF001
+        cli._run(go)
     result = build_report(run, parameters)
     Console().print(render_table(result))
     if report is not None:

@@ -126,9 +126,15 @@ def render_table(report: dict[str, Any]) -> Table:
     def add(name: str, value: object) -> None:
         table.add_row(name, str(value))
 
-    add("matches / subscribers / QoS", f"{p.get('matches')} / {p.get('subscribers')} / {p.get('qos')}")
+    add(
+        "matches / subscribers / QoS",
+        f"{p.get('matches')} / {p.get('subscribers')} / {p.get('qos')}",
+    )
     add("events published", f"{s['events_published']:,} (+{s['states_published']:,} states)")
-    add("offered / achieved events/s", f"{s['offered_events_per_s']:,} / {s['achieved_events_per_s']:,}")
+    add(
+        "offered / achieved events/s",
+        f"{s['offered_events_per_s']:,} / {s['achieved_events_per_s']:,}",
+    )
     add("delivered events/s (all subscribers)", f"{d['delivered_events_per_s']:,}")
     add("publish failures", s["publish_failures"])
     add(

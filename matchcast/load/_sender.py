@@ -189,12 +189,36 @@ class Sender:
             self._slot_free[conn].clear()
             await self._slot_free[conn].wait()
 
+    async def _emit(self, copy: _Copy, i: int, due: float, now: float) -> None:
+        """Stamp event ``i`` of ``copy`` (due at ``due``, sent at ``now``) and send it."""
+        stats, mono0, wall0 = self.stats, self.mono0, self.wall0
+        emitted = format_timestamp(wall0 + (now - mono0))
+        if self.shape.scheduled:
+            sched = format_timestamp(wall0 + (due - mono0))
+            late_us = int((now - due) * 1e6)
+            stats.lateness.add(int(due - mono0), late_us)
+            if late_us > self.overrun_us:
+                stats.overruns += 1
+            stats.offered[int(due - mono0)] += 1
+            stats.last_due_s = due - mono0
+        else:
+            sched = emitted
+            stats.offered[int(now - mono0)] += 1
+        payload = copy.template.event(i, copy.mid, emitted, sched, self.shape.payload_size)
+        await self._send(copy, copy.events_topic, payload, False)
+        stats.events += 1
+        stats.sent[int(now - mono0)] += 1
+        stats.expected[copy.match_id] = i + 1
+        if self.shape.states:
+            await self._send(copy, copy.state_topic, copy.template.state(i, copy.mid), True)
+            stats.states += 1
+
     async def run(self) -> SenderStats:
         """Send until every match finished or ``duration_s`` is up; wait for the broker."""
         shape = self.shape
         stats = self.stats
         self.mono0 = mono0 = time.monotonic()
-        self.wall0 = wall0 = time.time()
+        self.wall0 = time.time()
         stats.started = mono0
         heap: list[tuple[float, int, int, _Copy]] = []
         for slot in range(shape.matches):
@@ -202,9 +226,6 @@ class Sender:
             copy = self._new_copy(slot, start)
             heapq.heappush(heap, (start, next(self._order), slot, copy))
         stop_at = mono0 + shape.duration_s if shape.duration_s is not None else None
-        scheduled = shape.scheduled
-        overrun_us = self.overrun_us
-        pad = shape.payload_size
         since_yield = 0
         while heap and not self._stop:
             due, _, slot, copy = heap[0]
@@ -217,27 +238,7 @@ class Sender:
                 continue
             heapq.heappop(heap)
             i = copy.index
-            wall_now = wall0 + (now - mono0)
-            emitted = format_timestamp(wall_now)
-            if scheduled:
-                sched = format_timestamp(wall0 + (due - mono0))
-                late_us = int((now - due) * 1e6)
-                stats.lateness.add(int(due - mono0), late_us)
-                if late_us > overrun_us:
-                    stats.overruns += 1
-                stats.offered[int(due - mono0)] += 1
-                stats.last_due_s = due - mono0
-            else:
-                sched = emitted
-                stats.offered[int(now - mono0)] += 1
-            payload = copy.template.event(i, copy.mid, emitted, sched, pad)
-            await self._send(copy, copy.events_topic, payload, False)
-            stats.events += 1
-            stats.sent[int(now - mono0)] += 1
-            stats.expected[copy.match_id] = i + 1
-            if shape.states:
-                await self._send(copy, copy.state_topic, copy.template.state(i, copy.mid), True)
-                stats.states += 1
+            await self._emit(copy, i, due, now)
             copy.index = i + 1
             if copy.index < len(copy.template):
                 next_due = (

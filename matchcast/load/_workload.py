@@ -32,8 +32,7 @@ _ts_cache: list[object] = [-1, b""]
 
 def format_timestamp(t: float) -> bytes:
     """``YYYY-MM-DDTHH:MM:SS.ffffffZ`` of epoch seconds ``t``, as pydantic writes it."""
-    sec = int(t)
-    us = int((t - sec) * 1_000_000)
+    sec, us = divmod(round(t * 1_000_000), 1_000_000)
     if _ts_cache[0] != sec:
         _ts_cache[0] = sec
         _ts_cache[1] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)).encode()
