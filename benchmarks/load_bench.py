@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import resource
 import subprocess
@@ -40,6 +41,7 @@ from rich.table import Table
 
 from consumers import Runner, Subscriber
 from events import BaseEvent, MatchState, Topics
+from matchcast.cmd_load import ClientKind, make_factory
 from matchcast.fastmqtt import FastClient
 from matchcast.load import LoadOptions, LoadRun, LoadShape, MatchTemplate, build_report
 from matchcast.logs import configure_logging
@@ -162,8 +164,6 @@ async def raw_fast(url: BrokerURL, qos: int, n: int, size: int) -> float:
 
 
 async def load_run(url: BrokerURL, qos: int, n: int, size: int, client: str) -> dict[str, object]:
-    from matchcast.cmd_load import ClientKind, make_factory
-
     template = MatchTemplate.build(resolve_matches("semifinal")[0])
     matches = max(1, n // len(template))
     shape = LoadShape(matches=matches, qos=qos, payload_size=size, states=False)
@@ -233,8 +233,6 @@ def memory_1000(url: BrokerURL) -> dict[str, float]:
              "--no-progress", "--report", str(out)],
             check=True, stdout=subprocess.DEVNULL,
         )  # fmt: skip
-        import json
-
         report = json.loads(out.read_text())
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return {
