@@ -193,11 +193,11 @@ class FastClient:
         self._ping = self._loop.call_later(self.keepalive / 2, self._send_ping)
 
     def _on_lost(self, exc: Exception | None) -> None:
-        if not self._closed:
+        unexpected = not self._closed
+        if unexpected:
             self._error = BrokerError(
                 str(self.url), f"connection lost: {exc or 'closed by broker'}"
             )
-            _log.warning("broker.connection_lost", broker=str(self.url), error=str(exc))
         self._closed = True
         if self._ping is not None:
             self._ping.cancel()
@@ -206,6 +206,8 @@ class FastClient:
         self._fail_pending(self._error or BrokerError(str(self.url), "connection closed"))
         self._resume()
         self._wake()
+        if unexpected:  # last: state first, so a failing log handler cannot leave readers hanging
+            _log.warning("broker.connection_lost", broker=str(self.url), error=str(exc))
 
     def _fail_pending(self, err: BrokerError) -> None:
         for fut in [*self._acks.values(), *(f for _, f in self._queued)]:

@@ -23,6 +23,7 @@ from matchcast.load import (
     build_report,
     parse_probe_fields,
 )
+from matchcast.logs import configure_logging
 from matchcast.mqtt import BrokerURL, MqttClient
 from matchcast.testing import Mosquitto
 from simulator import resolve_matches
@@ -172,6 +173,7 @@ def test_the_command_prints_the_table_and_writes_report_and_csv(
             "--no-progress",
         ],
     )
+    configure_logging("console", "WARNING")  # the command configured it onto the runner's stream
     assert result.exit_code == 0, result.output
     assert "latency ms" in result.output
     report = json.loads(out.read_text())
