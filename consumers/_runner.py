@@ -116,6 +116,11 @@ class Runner:
         """The current state of every match seen so far."""
         return {m: lane.state for m, lane in self._lanes.items() if lane.state is not None}
 
+    @property
+    def queue_depth(self) -> int:
+        """Events and snapshots queued for the handlers, over all matches."""
+        return sum(lane.queue.qsize() for lane in self._lanes.values())
+
     def topic_filters(self) -> list[str]:
         """What to subscribe to: events first, then the retained state.
 

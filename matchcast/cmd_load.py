@@ -138,6 +138,20 @@ def load(
     csv_path: Annotated[
         Path | None, typer.Option("--csv", help="Write the per-second series as CSV.")
     ] = None,
+    verify_state: Annotated[
+        bool,
+        typer.Option(
+            "--verify-state",
+            help="Afterwards, check each consumer's reported final state against the truth.",
+        ),
+    ] = False,
+    expect_consumer: Annotated[
+        list[str] | None,
+        typer.Option("--expect-consumer", help="A consumer id that must report (repeatable)."),
+    ] = None,
+    verify_timeout: Annotated[
+        float, typer.Option("--verify-timeout", min=0, help="Seconds to wait for the reports.")
+    ] = 15.0,
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Live view (on a terminal).")
     ] = True,
@@ -185,6 +199,9 @@ def load(
         max_inflight=max_inflight,
         overrun_ms=overrun_ms,
         drain_idle_s=drain_idle,
+        verify_state=verify_state,
+        verify_timeout_s=verify_timeout,
+        expect_consumers=tuple(expect_consumer or ()),
     )
     parameters = {
         "matches": matches,
@@ -225,6 +242,10 @@ def load(
         report.write_text(json.dumps(result, indent=1))
     if csv_path is not None:
         write_csv(csv_path, result)
+    verification = result.get("verification")
+    if verification is not None and not verification["ok"]:
+        console.print("[bold red]verify-state failed:[/] a consumer's final state is wrong")
+        raise typer.Exit(3)
 
 
 @contextlib.asynccontextmanager
@@ -261,6 +282,72 @@ async def _live(run: Any, console: Any, enabled: bool) -> AsyncIterator[None]:
                 await task
 
 
+def consume(
+    consumer_id: Annotated[
+        str, typer.Option("--consumer-id", help="This consumer's name in reports and topics.")
+    ] = "consumer-1",
+    broker: Annotated[
+        str | None,
+        typer.Option("--broker", "-b", help="mqtt://host:port; default $MATCHCAST_BROKER."),
+    ] = None,
+    root: Annotated[str, typer.Option("--root", help="Topic root.")] = "matchcast-load",
+    shared_group: Annotated[
+        str | None, typer.Option("--shared-group", help="Join $share/NAME/... (a consumer group).")
+    ] = None,
+    qos: Annotated[int, typer.Option("--qos", min=0, max=2, help="Subscription QoS.")] = 1,
+    metrics_port: Annotated[
+        int | None, typer.Option("--metrics-port", help="Serve Prometheus /metrics here.")
+    ] = None,
+    metrics_addr: Annotated[
+        str, typer.Option("--metrics-addr", help="Address for the metrics server.")
+    ] = "127.0.0.1",
+    report_state: Annotated[
+        bool,
+        typer.Option("--report-state/--no-report-state", help="Publish final states, retained."),
+    ] = True,
+    idle_exit: Annotated[
+        float | None,
+        typer.Option("--idle-exit", min=0.1, help="Exit after this many idle seconds."),
+    ] = None,
+    client: Annotated[ClientKind, typer.Option("--client", help="aiomqtt or fast.")] = (
+        ClientKind.aiomqtt
+    ),
+    log_format: Annotated[str, typer.Option("--log-format", help="auto, console or json.")] = (
+        "auto"
+    ),
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More logs.")] = 0,
+) -> None:
+    """Run the consumer runner under load: metrics on HTTP, final state reported for checking."""
+    from matchcast import cli  # noqa: PLC0415
+    from matchcast.load import RunnerMetrics, run_consumer  # noqa: PLC0415
+
+    cli._setup_logs(log_format, max(verbose, 1), quiet_default=True)
+    topics = cli._topics(root)
+    url = cli._broker(broker)
+    if url is None:
+        cli._fail("matchcast consume needs --broker URL (or $MATCHCAST_BROKER)", 2)
+    metrics = RunnerMetrics()
+    if metrics_port is not None:
+        metrics.serve(metrics_port, metrics_addr)
+    factory = make_factory(client, url, 100)
+
+    async def go() -> None:
+        async with factory(f"mc-consume-{consumer_id}") as conn:
+            await run_consumer(
+                conn,
+                topics,
+                consumer_id,
+                metrics=metrics,
+                report_state=report_state,
+                shared_group=shared_group,
+                qos=qos,
+                idle_exit_s=idle_exit,
+            )
+
+    cli._run(go)
+
+
 def register(app: typer.Typer) -> None:
-    """Add the ``load`` command to ``app``."""
+    """Add the ``load`` and ``consume`` commands to ``app``."""
     app.command("load")(load)
+    app.command("consume")(consume)

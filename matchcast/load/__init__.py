@@ -16,6 +16,8 @@ from matchcast.load._accounting import (
     new_histogram,
     parse_probe_fields,
 )
+from matchcast.load._consume import SharedSource, run_consumer
+from matchcast.load._metrics import RunnerMetrics
 from matchcast.load._report import REPORT_FORMAT, build_report, render_table
 from matchcast.load._run import (
     ClientFactory,
@@ -27,6 +29,13 @@ from matchcast.load._run import (
     probe_filter,
 )
 from matchcast.load._sender import NowaitPublisher, Sender, SenderStats, submit
+from matchcast.load._verify import (
+    StateReporter,
+    collect_reported_states,
+    consumer_state_filter,
+    consumer_state_topic,
+    verify_states,
+)
 from matchcast.load._workload import LoadShape, MatchTemplate, format_timestamp, match_ids
 
 __all__ = [
@@ -43,10 +52,16 @@ __all__ = [
     "MatchTemplate",
     "NowaitPublisher",
     "Progress",
+    "RunnerMetrics",
     "Sender",
     "SenderStats",
+    "SharedSource",
+    "StateReporter",
     "StreamStats",
     "build_report",
+    "collect_reported_states",
+    "consumer_state_filter",
+    "consumer_state_topic",
     "decode_histogram",
     "encode_histogram",
     "format_timestamp",
@@ -56,5 +71,7 @@ __all__ = [
     "parse_probe_fields",
     "probe_filter",
     "render_table",
+    "run_consumer",
     "submit",
+    "verify_states",
 ]

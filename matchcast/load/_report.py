@@ -109,6 +109,7 @@ def build_report(run: LoadRun, parameters: dict[str, Any]) -> dict[str, Any]:
         "latency_hdr": encode_histogram(overall),
         "per_second": per_second,
         "connections": {"publishers": _health(run.pubs), "probes": _health(run.probes)},
+        "verification": run.verification,
         "expected_last_seq": stats.expected,
         "final_scores": stats.final_scores,
     }
@@ -156,4 +157,12 @@ def render_table(report: dict[str, Any]) -> Table:
             f"{c['connected']} / {c['connect_failures']} / {c['disconnects']}"
             f"  (connect median {c['connect_ms']['median']} ms)",
         )
+    v = report.get("verification")
+    if v is not None:
+        for c in v["consumers"]:
+            add(
+                f"verify-state {c['consumer']}: right / wrong / missing",
+                f"{c['right']} / {c['wrong']} / {c['missing']}",
+            )
+        add("verify-state", "[green]OK[/]" if v["ok"] else "[bold red]FAILED[/]")
     return table

@@ -13,13 +13,14 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
 from events import BrokerError, MatchcastError, MessageSource, Publisher, Topics
 from matchcast.load._accounting import ConsumerAccount, parse_probe_fields
 from matchcast.load._sender import Sender, SenderStats
+from matchcast.load._verify import collect_reported_states, verify_states
 from matchcast.load._workload import LoadShape, MatchTemplate
 
 __all__ = [
@@ -59,6 +60,10 @@ class LoadOptions:
         overrun_ms: a send later than this against its due time counts as a sender overrun.
         drain_idle_s: after the last send, stop waiting once nothing arrived for this long.
         drain_max_s: and in any case after this long.
+        verify_state: afterwards, compare the final state each consumer reported (see
+            :mod:`matchcast.load._verify`) with the truth for every match played to the end.
+        verify_timeout_s: how long to wait for the consumers' reports.
+        expect_consumers: consumer ids that must report (others are checked if they do).
     """
 
     shape: LoadShape
@@ -70,6 +75,9 @@ class LoadOptions:
     overrun_ms: float = 10.0
     drain_idle_s: float = 2.0
     drain_max_s: float = 60.0
+    verify_state: bool = False
+    verify_timeout_s: float = 15.0
+    expect_consumers: tuple[str, ...] = ()
 
 
 def probe_filter(topics: Topics, shared_group: str | None) -> str:
@@ -131,6 +139,7 @@ class LoadRun:
         self.last_rx = 0.0
         self.first_rx = 0.0
         self.ended = 0.0
+        self.verification: dict[str, Any] | None = None
 
     @property
     def stats(self) -> SenderStats:
@@ -209,7 +218,24 @@ class LoadRun:
                     for r in readers:
                         r.cancel()
             self.ended = time.monotonic()
+            if opts.verify_state:
+                await self._verify(stack)
         _log.info("load.finished", events=self.stats.events, failures=self.stats.failures)
+
+    async def _verify(self, stack: contextlib.AsyncExitStack) -> None:
+        opts = self.options
+        stats = self.stats
+        [client] = await self._connect(stack, "verify", 1, ConnectionHealth())
+        truth = {m: stats.templates[m].final_state(m) for m in stats.completed}
+        reported = await collect_reported_states(
+            client,
+            opts.topics,
+            list(truth),
+            consumers=opts.expect_consumers,
+            timeout_s=opts.verify_timeout_s,
+        )
+        self.verification = verify_states(reported, truth)
+        _log.info("load.verified", ok=self.verification["ok"], matches=len(truth))
 
     async def _drain(self) -> None:
         opts = self.options

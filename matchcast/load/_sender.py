@@ -74,6 +74,8 @@ class SenderStats:
     matches_completed: int = 0
     expected: dict[str, int] = field(default_factory=dict)
     final_scores: dict[str, dict[str, int]] = field(default_factory=dict)
+    completed: list[str] = field(default_factory=list)
+    templates: dict[str, MatchTemplate] = field(default_factory=dict)
     offered: Counter[int] = field(default_factory=Counter)
     sent: Counter[int] = field(default_factory=Counter)
     lateness: LatencySeries = field(default_factory=LatencySeries)
@@ -158,6 +160,7 @@ class Sender:
         match_id = match_ids(base, self.shape.tag, index)
         self.stats.matches_started += 1
         self.stats.final_scores[match_id] = dict(template.final_score)
+        self.stats.templates[match_id] = template
         return _Copy(
             match_id=match_id,
             mid=match_id.encode(),
@@ -260,6 +263,7 @@ class Sender:
                 heapq.heappush(heap, (next_due, next(self._order), slot, copy))
             else:
                 stats.matches_completed += 1
+                stats.completed.append(copy.match_id)
                 if stop_at is not None:
                     fresh = self._new_copy(slot, now)
                     heapq.heappush(heap, (now, next(self._order), slot, fresh))

@@ -113,6 +113,10 @@ class MatchTemplate:
             raw += b" " * (pad - len(raw))
         return raw
 
+    def final_state(self, match_id: str) -> MatchState:
+        """The true state of a copy at full time."""
+        return MatchState.model_validate_json(self.state(len(self.events) - 1, match_id.encode()))
+
     def state(self, i: int, match_id: bytes) -> bytes:
         """The state after event ``i`` of a copy."""
         return (b'"' + match_id + b'"').join(self.states[i])
