@@ -36,7 +36,11 @@ def test_verify_flags_wrong_score_missing_goal_and_missing_match() -> None:
     assert not report["ok"]
     by_name = {c["consumer"]: c for c in report["consumers"]}
     assert by_name["good"]["right"] == 3
-    assert (by_name["bad"]["right"], by_name["bad"]["wrong"], by_name["bad"]["missing"]) == (1, 1, 1)
+    assert (by_name["bad"]["right"], by_name["bad"]["wrong"], by_name["bad"]["missing"]) == (
+        1,
+        1,
+        1,
+    )
     [wrong] = by_name["bad"]["wrong_sample"]
     assert wrong["match_id"] == "b"
     assert wrong["missing_goals"] == [truth["b"].goals[0].goal_id]
@@ -70,9 +74,7 @@ async def test_verify_state_catches_the_consumer_that_dropped_a_goal(
         good = asyncio.ensure_future(
             run_consumer(good_conn, topics, "good", metrics=metrics, ready=good_ready)
         )
-        bad_runner = Runner(
-            [_goal_dropper(StateReporter(bad_conn, topics, "bad"))], topics=topics
-        )
+        bad_runner = Runner([_goal_dropper(StateReporter(bad_conn, topics, "bad"))], topics=topics)
         bad = asyncio.ensure_future(bad_runner.run(bad_conn))
         await good_ready.wait()
         await bad_runner.subscribed.wait()
