@@ -6,6 +6,8 @@ import contextlib
 import csv
 import json
 import sys
+import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager
 from enum import StrEnum
@@ -152,6 +154,23 @@ def load(
     verify_timeout: Annotated[
         float, typer.Option("--verify-timeout", min=0, help="Seconds to wait for the reports.")
     ] = 15.0,
+    chart: Annotated[
+        Path | None, typer.Option("--chart", help="Draw throughput and latency into a PNG.")
+    ] = None,
+    workers: Annotated[
+        int, typer.Option("--workers", min=1, help="Spread the load over this many processes.")
+    ] = 1,
+    shard: Annotated[
+        str | None,
+        typer.Option("--shard", help="i/n: run slice i of n (one per machine); merge reports."),
+    ] = None,
+    start_at: Annotated[
+        float | None,
+        typer.Option("--start-at", help="Epoch seconds to start sending (shards start together)."),
+    ] = None,
+    tag: Annotated[
+        str | None, typer.Option("--tag", help="Match id tag; give shards of one run the same.")
+    ] = None,
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Live view (on a terminal).")
     ] = True,
@@ -160,7 +179,10 @@ def load(
     ] = "auto",
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More logs.")] = 0,
 ) -> None:
-    """Drive K concurrent matches onto a broker and measure what M subscribers receive."""
+    """Drive K concurrent matches onto a broker and measure what M subscribers receive.
+
+    `matchcast load merge A.json B.json --report all.json` combines the reports of shards.
+    """
     from rich.console import Console  # noqa: PLC0415
 
     from matchcast import cli  # noqa: PLC0415
@@ -170,18 +192,31 @@ def load(
         LoadShape,
         MatchTemplate,
         build_report,
-        render_table,
     )
 
     cli._setup_logs(log_format, verbose, quiet_default=True)
+    if specs and specs[0] == "merge":
+        _merge([Path(f) for f in specs[1:]], report, csv_path, chart)
+        return
     topics = cli._topics(root)
     spd = cli._speed(speed)
     if shared_group is not None and (not shared_group or any(c in shared_group for c in "/+#")):
         cli._fail(f"--shared-group {shared_group!r} must be a name without / + #", 2)
+    the_shard = _parse_shard(shard) if shard else None
+    if the_shard is not None and workers > 1:
+        cli._fail("--workers and --shard do not mix: --workers runs the shards itself", 2)
     sources = [m for spec in (specs or [None]) for m in cli._matches(spec)]  # type: ignore[list-item]
     templates = [MatchTemplate.build(m) for m in sources]
+    run_tag = tag or uuid.uuid4().hex[:4]
+    my_matches, my_subscribers = matches, subscribers
+    if the_shard is not None:
+        i, n = the_shard
+        my_matches = len(range(i, matches, n))
+        my_subscribers = subscribers // n + (1 if i < subscribers % n else 0)
+        if my_matches == 0:
+            cli._fail(f"--shard {shard}: no match falls to this shard with --matches {matches}", 2)
     shape = LoadShape(
-        matches=matches,
+        matches=my_matches,
         speed=spd,
         rate=rate,
         ramp_s=ramp,
@@ -189,11 +224,13 @@ def load(
         qos=qos,
         payload_size=payload_size,
         states=states,
+        tag=run_tag,
+        total_matches=matches,
     )
     options = LoadOptions(
         shape=shape,
         topics=topics,
-        subscribers=subscribers,
+        subscribers=my_subscribers,
         shared_group=shared_group,
         publishers=publishers,
         max_inflight=max_inflight,
@@ -202,11 +239,14 @@ def load(
         verify_state=verify_state,
         verify_timeout_s=verify_timeout,
         expect_consumers=tuple(expect_consumer or ()),
+        shard=the_shard,
+        start_at=start_at,
     )
     parameters = {
-        "matches": matches,
+        "matches": my_matches,
+        "total_matches": matches,
         "sources": [m.match_id for m in sources],
-        "subscribers": subscribers,
+        "subscribers": my_subscribers,
         "shared_group": shared_group,
         "speed": speed,
         "rate": rate,
@@ -220,6 +260,10 @@ def load(
         "overrun_ms": overrun_ms,
         "client": client.value,
         "root": topics.root,
+        "tag": run_tag,
+        "shard": shard,
+        "start_at": start_at,
+        "workers": workers,
         "argv": sys.argv[1:],
     }
     console = Console(stderr=True)
@@ -229,22 +273,132 @@ def load(
             msg = "matchcast load needs --broker URL (or $MATCHCAST_BROKER, or --spawn-mosquitto)"
             cli._fail(msg, 2)
         parameters["broker"] = str(url)
-        run = LoadRun(options, templates, make_factory(client, url, max_inflight))
+        if workers > 1:
+            child = [
+                *(specs or []),
+                *("--broker", str(url), "--matches", str(matches)),
+                *("--subscribers", str(subscribers), "--speed", speed, "--ramp", str(ramp)),
+                *("--qos", str(qos), "--payload-size", str(payload_size)),
+                "--states" if states else "--no-states",
+                *("--publishers", str(publishers), "--max-inflight", str(max_inflight)),
+                *("--overrun-ms", str(overrun_ms), "--drain-idle", str(drain_idle)),
+                *("--client", client.value, "--root", topics.root, "--tag", run_tag),
+                *("--verify-timeout", str(verify_timeout), "--no-progress"),
+                *(("--rate", str(rate)) if rate is not None else ()),
+                *(("--duration", str(duration)) if duration is not None else ()),
+                *(("--shared-group", shared_group) if shared_group else ()),
+                *(("--verify-state",) if verify_state else ()),
+                *(a for c in expect_consumer or () for a in ("--expect-consumer", c)),
+            ]
+            # Every worker must be connected and subscribed before any sends: Python starts
+            # in about a second here, more under load.
+            child += ["--start-at", repr(start_at or time.time() + 2.0 + 0.3 * workers)]
+            result = _run_workers(workers, child, console)
+            result["parameters"]["workers"] = workers
+        else:
+            run = LoadRun(options, templates, make_factory(client, url, max_inflight))
 
-        async def go() -> None:
-            async with _live(run, console, progress and console.is_terminal):
-                await run.run()
+            async def go() -> None:
+                async with _live(run, console, progress and console.is_terminal):
+                    await run.run()
 
-        cli._run(go)
-    result = build_report(run, parameters)
+            cli._run(go)
+            result = build_report(run, parameters, streams=the_shard is not None)
+    _output(result, report, csv_path, chart)
+
+
+def _parse_shard(text: str) -> tuple[int, int]:
+    from matchcast import cli  # noqa: PLC0415
+
+    i, sep, n = text.partition("/")
+    try:
+        shard = (int(i), int(n))
+    except ValueError:
+        shard = (-1, 0)
+    if not sep or not 0 <= shard[0] < shard[1]:
+        cli._fail(f"--shard must be i/n with 0 <= i < n, e.g. 0/4, not {text!r}", 2)
+    return shard
+
+
+def _run_workers(workers: int, child: list[str], console: Any) -> dict[str, Any]:
+    """Run ``workers`` shards as processes of this machine; merge their reports."""
+    import subprocess  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    from matchcast import cli  # noqa: PLC0415
+    from matchcast.load import merge_reports  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory(prefix="mc-load-") as tmp:
+        paths = [Path(tmp) / f"shard-{i}.json" for i in range(workers)]
+        procs = [
+            subprocess.Popen(  # noqa: S603
+                [
+                    sys.executable,
+                    "-m",
+                    "matchcast",
+                    "load",
+                    *child,
+                    "--shard",
+                    f"{i}/{workers}",
+                    "--report",
+                    str(path),
+                    "--log-format",
+                    "json",
+                ],
+                stdout=subprocess.DEVNULL,
+            )
+            for i, path in enumerate(paths)
+        ]
+        console.print(f"[dim]{workers} workers running: pids {[p.pid for p in procs]}[/]")
+        codes = [p.wait() for p in procs]
+        bad = [(i, c) for i, c in enumerate(codes) if c not in (0, 3)]
+        if bad:
+            cli._fail(f"worker(s) failed: {', '.join(f'shard {i} exit {c}' for i, c in bad)}")
+        return merge_reports([json.loads(p.read_text()) for p in paths])
+
+
+def _merge(
+    files: list[Path], report: Path | None, csv_path: Path | None, chart: Path | None
+) -> None:
+    from matchcast import cli  # noqa: PLC0415
+    from matchcast.load import MergeError, merge_reports  # noqa: PLC0415
+
+    if not files:
+        cli._fail(
+            "matchcast load merge needs report files: merge a.json b.json --report all.json", 2
+        )
+    try:
+        reports = [json.loads(f.read_text()) for f in files]
+        merged = merge_reports(reports)
+    except (OSError, ValueError) as err:
+        reason = str(err) if isinstance(err, MergeError | OSError) else f"not JSON: {err}"
+        cli._fail(f"cannot merge: {reason}", 2)
+    _output(merged, report, csv_path, chart)
+
+
+def _output(
+    result: dict[str, Any], report: Path | None, csv_path: Path | None, chart: Path | None
+) -> None:
+    from rich.console import Console  # noqa: PLC0415
+
+    from matchcast import cli  # noqa: PLC0415
+    from matchcast.load import render_table, write_chart  # noqa: PLC0415
+
     Console().print(render_table(result))
     if report is not None:
         report.write_text(json.dumps(result, indent=1))
     if csv_path is not None:
         write_csv(csv_path, result)
+    if chart is not None:
+        try:
+            write_chart(result, chart)
+        except RuntimeError as err:
+            cli._fail(str(err), 2)
     verification = result.get("verification")
     if verification is not None and not verification["ok"]:
-        console.print("[bold red]verify-state failed:[/] a consumer's final state is wrong")
+        Console(stderr=True).print(
+            "[bold red]verify-state failed:[/] a consumer's final state is wrong or missing"
+        )
         raise typer.Exit(3)
 
 

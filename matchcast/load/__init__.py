@@ -16,7 +16,9 @@ from matchcast.load._accounting import (
     new_histogram,
     parse_probe_fields,
 )
+from matchcast.load._chart import write_chart
 from matchcast.load._consume import SharedSource, run_consumer
+from matchcast.load._merge import MergeError, merge_reports
 from matchcast.load._metrics import RunnerMetrics
 from matchcast.load._report import REPORT_FORMAT, build_report, render_table
 from matchcast.load._run import (
@@ -50,6 +52,7 @@ __all__ = [
     "LoadRun",
     "LoadShape",
     "MatchTemplate",
+    "MergeError",
     "NowaitPublisher",
     "Progress",
     "RunnerMetrics",
@@ -67,6 +70,7 @@ __all__ = [
     "format_timestamp",
     "histogram_summary",
     "match_ids",
+    "merge_reports",
     "new_histogram",
     "parse_probe_fields",
     "probe_filter",
@@ -74,4 +78,5 @@ __all__ = [
     "run_consumer",
     "submit",
     "verify_states",
+    "write_chart",
 ]

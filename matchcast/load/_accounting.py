@@ -17,6 +17,7 @@ costs about 10 us of Python while ``Counter.update`` on a batch costs well under
 
 from __future__ import annotations
 
+import base64
 import calendar
 from array import array
 from collections import Counter
@@ -168,6 +169,42 @@ class StreamStats:
             self.max_displacement = max(self.max_displacement, self.max_seq - seq)
         else:
             self.max_seq = seq
+
+    def to_wire(self) -> list[int | str]:
+        """A compact, JSON-ready form: counters and the seen-bitmap in base64."""
+        return [
+            self.received,
+            self.duplicates,
+            self.reordered,
+            self.max_displacement,
+            self.max_seq,
+            base64.b64encode(bytes(self.seen)).decode(),
+        ]
+
+    @classmethod
+    def from_wire(cls, data: list[Any]) -> StreamStats:
+        """The inverse of :meth:`to_wire`."""
+        received, dup, reo, disp, max_seq, seen = data
+        bits = bytearray(base64.b64decode(seen))
+        unique = sum(b.bit_count() for b in bits)
+        return cls(received, unique, dup, reo, disp, max_seq, bits)
+
+    def merge(self, other: StreamStats) -> None:
+        """Fold in what another process saw of the same stream for the same consumer.
+
+        A seq both saw is a duplicate; reordering within each is summed (across processes
+        arrival order is not comparable).
+        """
+        if len(other.seen) > len(self.seen):
+            self.seen.extend(bytes(len(other.seen) - len(self.seen)))
+        for i, b in enumerate(other.seen):
+            self.seen[i] |= b
+        self.received += other.received
+        self.unique = sum(b.bit_count() for b in self.seen)
+        self.duplicates = self.received - self.unique
+        self.reordered += other.reordered
+        self.max_displacement = max(self.max_displacement, other.max_displacement)
+        self.max_seq = max(self.max_seq, other.max_seq)
 
     def missing(self, expected_last: int) -> list[int]:
         """The seqs in 1..expected_last that never arrived."""

@@ -46,8 +46,14 @@ def _rate(n: int, seconds: float) -> float:
     return round(n / seconds, 1) if seconds > 0 else 0.0
 
 
-def build_report(run: LoadRun, parameters: dict[str, Any]) -> dict[str, Any]:
-    """Every figure of a finished run, with ``parameters`` (what was asked for)."""
+def build_report(
+    run: LoadRun, parameters: dict[str, Any], *, streams: bool = False
+) -> dict[str, Any]:
+    """Every figure of a finished run, with ``parameters`` (what was asked for).
+
+    With ``streams``, every consumer's per-stream state goes in too, so that
+    :func:`~matchcast.load.merge_reports` can combine the reports of several shards exactly.
+    """
     stats = run.stats
     sender = run.sender
     assert sender is not None
@@ -63,8 +69,10 @@ def build_report(run: LoadRun, parameters: dict[str, Any]) -> dict[str, Any]:
     lateness = stats.lateness.histogram()
     last_sec = max([*latency.seconds(), *stats.sent.keys(), *stats.offered.keys(), 0])
     per_second = []
+    per_second_hdr = []
     for sec in range(last_sec + 1):
         hist = latency.histogram(sec)
+        per_second_hdr.append(encode_histogram(hist))
         row: dict[str, Any] = {
             "t": sec,
             "offered": stats.offered.get(sec, 0),
@@ -108,10 +116,17 @@ def build_report(run: LoadRun, parameters: dict[str, Any]) -> dict[str, Any]:
         "latency_ms": histogram_summary(overall),
         "latency_hdr": encode_histogram(overall),
         "per_second": per_second,
+        "per_second_hdr": per_second_hdr,
+        "started_at_epoch": sender.wall0,
         "connections": {"publishers": _health(run.pubs), "probes": _health(run.probes)},
         "verification": run.verification,
         "expected_last_seq": stats.expected,
         "final_scores": stats.final_scores,
+        "streams": (
+            {acc.name: {m: st.to_wire() for m, st in acc.streams.items()} for acc in run.accounts}
+            if streams
+            else None
+        ),
     }
 
 

@@ -64,6 +64,11 @@ class LoadOptions:
             :mod:`matchcast.load._verify`) with the truth for every match played to the end.
         verify_timeout_s: how long to wait for the consumers' reports.
         expect_consumers: consumer ids that must report (others are checked if they do).
+        shard: ``(i, n)``: this process is shard i of n. It sends matches i, i+n, i+2n, ...
+            of the run; its probes see every shard's matches, and it drains until the
+            broker goes quiet, so merged reports account every stream (see ``merge_reports``).
+        start_at: epoch seconds to start sending at, once connected and subscribed: shards
+            of one run start together, so no shard's probes miss another's first events.
     """
 
     shape: LoadShape
@@ -78,6 +83,8 @@ class LoadOptions:
     verify_state: bool = False
     verify_timeout_s: float = 15.0
     expect_consumers: tuple[str, ...] = ()
+    shard: tuple[int, int] | None = None
+    start_at: float | None = None
 
 
 def probe_filter(topics: Topics, shared_group: str | None) -> str:
@@ -122,16 +129,13 @@ class LoadRun:
         *,
         wrap_publisher: Callable[[Publisher], Publisher] | None = None,
         id_prefix: str = "",
-        first_index: int = 0,
-        index_step: int = 1,
     ) -> None:
         self.options = options
         self.templates = list(templates)
         self.factory = factory
         self.wrap_publisher = wrap_publisher
         self.id_prefix = id_prefix
-        self.first_index = first_index
-        self.index_step = index_step
+        self.first_index, self.index_step = options.shard or (0, 1)
         self.probes = ConnectionHealth()
         self.pubs = ConnectionHealth()
         self.accounts: list[ConsumerAccount] = []
@@ -182,12 +186,18 @@ class LoadRun:
                 self.accounts = [group]
                 routes = [group] * len(probes)
             else:
-                self.accounts = [ConsumerAccount(f"probe-{i}") for i in range(len(probes))]
+                name = "probe-{}" if opts.shard is None else f"probe-{self.first_index}-{{}}"
+                self.accounts = [ConsumerAccount(name.format(i)) for i in range(len(probes))]
                 routes = self.accounts
             clients = await self._connect(stack, "pub", opts.publishers, self.pubs)
             publishers: list[Publisher] = list(clients)
             if self.wrap_publisher is not None:
                 publishers = [self.wrap_publisher(p) for p in publishers]
+            if opts.start_at is not None:
+                wait = opts.start_at - time.time()
+                if wait < 0:
+                    _log.warning("load.start_missed", late_s=round(-wait, 3))
+                await asyncio.sleep(max(wait, 0))
             self.sender = sender = Sender(
                 self.templates,
                 opts.shape,
@@ -243,10 +253,11 @@ class LoadRun:
         start = time.monotonic()
         self.last_rx = max(self.last_rx, time.time())
         while True:
-            if all(acc.complete(expected) for acc in self.accounts):
+            idle = time.time() - self.last_rx
+            complete = all(acc.complete(expected) for acc in self.accounts)
+            if complete and (opts.shard is None or idle >= opts.drain_idle_s):
                 return
             now = time.monotonic()
-            idle = time.time() - self.last_rx
             if idle >= opts.drain_idle_s or now - start >= opts.drain_max_s:
                 _log.info("load.drain_gave_up", idle_s=round(idle, 2))
                 return

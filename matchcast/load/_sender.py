@@ -137,6 +137,7 @@ class Sender:
         self.overrun_us = int(overrun_ms * 1000)
         self.id_prefix = id_prefix
         self.stats = SenderStats()
+        self.first_index, self.index_step = first_index, index_step
         self._index = itertools.count(first_index, index_step)
         self._order = itertools.count()
         self._inflight = [0] * len(self.publishers)
@@ -236,7 +237,7 @@ class Sender:
         stats.started = mono0
         heap: list[tuple[float, int, int, _Copy]] = []
         for slot in range(shape.matches):
-            start = mono0 + shape.start_offset(slot)
+            start = mono0 + shape.start_offset(self.first_index + slot * self.index_step)
             copy = self._new_copy(slot, start)
             heapq.heappush(heap, (start, next(self._order), slot, copy))
         stop_at = mono0 + shape.duration_s if shape.duration_s is not None else None

@@ -144,7 +144,9 @@ class LoadShape:
         payload_size: pad events to at least this many bytes (0: no padding).
         states: also publish each event's retained state snapshot, as the replayer does.
         break_seconds: wall seconds of each break at a finite ``speed``.
-        tag: distinguishes this run's match ids from other runs' and workers'.
+        tag: distinguishes this run's match ids from other runs'.
+        total_matches: matches over all shards of the run (None: just ``matches``); the
+            ramp and ``rate`` are spread over all of them.
     """
 
     matches: int = 10
@@ -157,6 +159,12 @@ class LoadShape:
     states: bool = True
     break_seconds: float | None = 2.0
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:4])
+    total_matches: int | None = None
+
+    @property
+    def all_matches(self) -> int:
+        """Matches over all shards."""
+        return self.total_matches or self.matches
 
     @property
     def scheduled(self) -> bool:
@@ -166,14 +174,14 @@ class LoadShape:
     def offsets(self, template: MatchTemplate) -> tuple[float, ...] | None:
         """Per event of a copy of ``template``, seconds after its start; None at max speed."""
         if self.rate is not None:
-            per_match = self.rate / max(self.matches, 1)
+            per_match = self.rate / max(self.all_matches, 1)
             return tuple(i / per_match for i in range(len(template)))
         if self.speed is not None:
             return template.offsets(self.speed, self.break_seconds)
         return None
 
     def start_offset(self, index: int) -> float:
-        """When match ``index`` (0-based, of the first wave) starts, seconds after the run."""
-        if self.ramp_s <= 0 or self.matches <= 1:
+        """When match ``index`` (0-based over all shards) starts, seconds after the run."""
+        if self.ramp_s <= 0 or self.all_matches <= 1:
             return 0.0
-        return self.ramp_s * index / self.matches
+        return self.ramp_s * index / self.all_matches
