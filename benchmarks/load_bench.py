@@ -14,7 +14,7 @@ delivered messages/s counted by the subscriber from the first publish to the las
            does the full per-stream accounting and latency), one process
   runner   the consumer runner (decode, dedup, reducer, dispatch to a no-op handler) on a
            FastClient, fed by `matchcast load` in another process: events handled/s
-  memory   `matchcast load --matches 1000 --speed 600` in a child process: peak RSS
+  memory   `matchcast load --matches 1000 --speed 600 --ramp 2` in a child process: peak RSS
 
 Ratios are printed against the C clients. Targets (issue 4): load >= 0.8x C at QoS 0 and 1;
 runner >= 0.5x C at QoS 0; 1,000 matches under 300 MB. The machine is shared: repeat runs.
@@ -229,7 +229,7 @@ def memory_1000(url: BrokerURL) -> dict[str, float]:
         out = Path(tmp) / "r.json"
         subprocess.run(
             [sys.executable, "-m", "matchcast", "load", "--broker", str(url), "--client", "fast",
-             "--matches", "1000", "--speed", "600", "--subscribers", "1", "--qos", "0",
+             "--matches", "1000", "--speed", "600", "--ramp", "2", "--subscribers", "1", "--qos", "0",
              "--no-progress", "--report", str(out)],
             check=True, stdout=subprocess.DEVNULL,
         )  # fmt: skip
@@ -305,7 +305,7 @@ def main() -> int:
         for k, v in notes.items():
             console.print(f"  {k}: {v}")
         if "memory" not in skip:
-            console.print("[dim]1,000 matches at --speed 600[/]")
+            console.print("[dim]1,000 matches at --speed 600 --ramp 2[/]")
             mem = memory_1000(url)
             console.print(
                 f"1,000 concurrent matches, one process: peak RSS {mem['peak_mb']:.0f} MB, "

@@ -188,3 +188,19 @@ def test_shape_offsets_by_speed_rate_and_max() -> None:
     assert by_speed[0] == 0
     assert by_speed[-1] > by_speed[1]
     assert LoadShape(matches=4, ramp_s=2).start_offset(3) == pytest.approx(1.5)
+
+
+def test_the_load_package_exports_exactly_its_public_names() -> None:
+    import matchcast.load as load
+
+    assert load.__all__ == sorted(load.__all__, key=lambda n: (not n.isupper(), n))
+    assert set(load.__all__) == {
+        "PERCENTILES", "REPORT_FORMAT", "ClientFactory", "ConnectionHealth", "ConsumerAccount",
+        "LatencySeries", "LoadClient", "LoadOptions", "LoadRun", "LoadShape", "MatchTemplate",
+        "MergeError", "NowaitPublisher", "Progress", "RunnerMetrics", "Sender", "SenderStats",
+        "SharedSource", "StateReporter", "StreamStats", "build_report", "collect_reported_states",
+        "consumer_state_filter", "consumer_state_topic", "decode_histogram", "encode_histogram",
+        "format_timestamp", "histogram_summary", "match_ids", "merge_reports", "new_histogram",
+        "parse_probe_fields", "probe_filter", "render_table", "run_consumer", "submit",
+        "verify_states", "write_chart",
+    }  # fmt: skip

@@ -112,6 +112,9 @@ async def test_a_shared_group_receives_each_event_once_across_its_members(
     run = LoadRun(options, [TEMPLATE], _factory(mosquitto_url))
     await run.run()
     d = build_report(run, {})["delivery"]
+    glance = run.progress()
+    assert glance.matches_started == 3
+    assert glance.matches_active == 0
     assert len(d["consumers"]) == 1
     assert d["consumers"][0]["members"] == 3
     assert d["expected"] == d["received"] == d["unique"] == 3 * N
