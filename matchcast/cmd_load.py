@@ -131,8 +131,12 @@ def load(
         float, typer.Option("--drain-idle", min=0, help="Stop waiting after this idle time.")
     ] = 2.0,
     client: Annotated[
-        ClientKind, typer.Option("--client", help="MQTT client: aiomqtt or fast (mqtt5 codec).")
-    ] = ClientKind.aiomqtt,
+        ClientKind,
+        typer.Option(
+            "--client",
+            help="fast (mqtt5 codec, MQTT 5 only; 7x aiomqtt here) or aiomqtt (also 3.1.1).",
+        ),
+    ] = ClientKind.fast,
     root: Annotated[str, typer.Option("--root", help="Topic root.")] = "matchcast-load",
     report: Annotated[
         Path | None, typer.Option("--report", help="Write every figure to this JSON file.")
@@ -463,9 +467,9 @@ def consume(
         float | None,
         typer.Option("--idle-exit", min=0.1, help="Exit after this many idle seconds."),
     ] = None,
-    client: Annotated[ClientKind, typer.Option("--client", help="aiomqtt or fast.")] = (
-        ClientKind.aiomqtt
-    ),
+    client: Annotated[
+        ClientKind, typer.Option("--client", help="fast (MQTT 5 only) or aiomqtt (also 3.1.1).")
+    ] = ClientKind.fast,
     log_format: Annotated[str, typer.Option("--log-format", help="auto, console or json.")] = (
         "auto"
     ),

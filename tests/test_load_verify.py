@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +29,7 @@ from matchcast.load import (
     verify_states,
 )
 from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.testing import Mosquitto
 from simulator import resolve_matches
 
 TEMPLATE = MatchTemplate.build(resolve_matches("semifinal")[0])
@@ -118,3 +124,44 @@ def test_metrics_are_served_over_http() -> None:
     metrics.serve(port)
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     assert "matchcast_consumer_queue_depth 0.0" in body
+
+
+@pytest.mark.mosquitto
+def test_consume_and_load_verify_state_from_the_command_line(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """`matchcast consume` reports its states and serves metrics; `load --verify-state` passes."""
+    root = f"mctest-consume-{tmp_path.name}"
+    port = free_port()
+    env = {**os.environ, "MATCHCAST_BROKER": mosquitto.url}
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "matchcast", "consume", "--consumer-id", "c1", "--root", root,
+         "--idle-exit", "3", "--metrics-port", str(port), "--log-format", "json"],
+        stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert consumer.stderr is not None
+        for line in consumer.stderr:
+            if "consumer.started" in line:
+                break
+        out = tmp_path / "r.json"
+        load = subprocess.run(
+            [sys.executable, "-m", "matchcast", "load", "--matches", "2", "--qos", "1",
+             "--root", root, "--verify-state", "--expect-consumer", "c1", "--no-progress",
+             "--report", str(out)],
+            capture_output=True, text=True, env=env, timeout=120, check=False,
+        )  # fmt: skip
+        assert load.returncode == 0, load.stdout + load.stderr
+        assert "verify-state" in load.stdout
+        v = json.loads(out.read_text())["verification"]
+        assert v["ok"]
+        assert v["consumers"][0]["right"] == 2
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+        assert b'matchcast_consumer_events_handled_total{subscriber="state-reporter-c1"}' in body
+        rest = consumer.communicate(timeout=30)[1]
+        assert consumer.returncode == 0
+        assert "consumer.finished" in rest
+        assert '"handler_ms"' in rest
+    finally:
+        consumer.kill()
+        consumer.wait()
