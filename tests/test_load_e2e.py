@@ -3,6 +3,7 @@ exactly; shared groups act as one consumer; the command prints its table and wri
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -197,3 +198,26 @@ def test_the_command_refuses_to_run_without_a_broker() -> None:
     )
     assert result.returncode == 2
     assert "needs --broker" in result.stderr
+
+
+async def test_a_dropped_probe_reconnects_and_the_gap_is_loss(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    """Another client taking over a probe's client id drops it: counted, reconnected, and
+    every event is either received or counted lost."""
+    shape = LoadShape(matches=2, rate=400, qos=1, states=False, tag="rc01")
+    options = LoadOptions(shape=shape, topics=topics, subscribers=1, drain_idle_s=0.5)
+    run = LoadRun(options, [TEMPLATE], _factory(mosquitto_url))
+
+    async def intrude() -> None:
+        await asyncio.sleep(0.25)
+        async with MqttClient(mosquitto_url, client_id="mc-load-rc01-probe-0-0"):
+            await asyncio.sleep(0.05)
+
+    await asyncio.gather(run.run(), intrude())
+    report = build_report(run, {})
+    probes = report["connections"]["probes"]
+    assert probes["disconnects"] >= 1
+    assert probes["reconnects"] == probes["disconnects"]
+    d = report["delivery"]
+    assert d["unique"] + d["lost"] == d["expected"] == 2 * N

@@ -166,6 +166,7 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
             "send_seconds": max(s["send_seconds"] for s in senders),
             "offered_events_per_s": round(sum(s["offered_events_per_s"] for s in senders), 1),
             "achieved_events_per_s": round(sum(s["achieved_events_per_s"] for s in senders), 1),
+            "scheduled": all(s.get("scheduled", True) for s in senders),
             "overruns": sum(s["overruns"] for s in senders),
             "overrun_threshold_ms": senders[0]["overrun_threshold_ms"],
             "lateness_ms": histogram_summary(lateness),

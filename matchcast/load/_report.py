@@ -103,6 +103,7 @@ def build_report(
             "send_seconds": round(send_s, 3),
             "offered_events_per_s": _rate(sum(stats.offered.values()), offered_s),
             "achieved_events_per_s": _rate(stats.events, send_s),
+            "scheduled": sender.shape.scheduled,
             "overruns": stats.overruns,
             "overrun_threshold_ms": sender.overrun_us / 1000,
             "lateness_ms": histogram_summary(lateness),
@@ -155,7 +156,9 @@ def render_table(report: dict[str, Any]) -> Table:
     add("publish failures", s["publish_failures"])
     add(
         f"sender overruns (> {s['overrun_threshold_ms']:g} ms late)",
-        f"{s['overruns']:,}  (lateness p99 {s['lateness_ms']['p99']} ms)",
+        f"{s['overruns']:,}  (lateness p99 {s['lateness_ms']['p99']} ms)"
+        if s.get("scheduled", True)
+        else "n/a: --speed max has no schedule",
     )
     add("expected / received", f"{d['expected']:,} / {d['received']:,}")
     add("lost", f"{d['lost']:,}")
@@ -168,9 +171,9 @@ def render_table(report: dict[str, Any]) -> Table:
     for kind in ("publishers", "probes"):
         c = conns[kind]
         add(
-            f"{kind}: connected / failed / disconnects",
-            f"{c['connected']} / {c['connect_failures']} / {c['disconnects']}"
-            f"  (connect median {c['connect_ms']['median']} ms)",
+            f"{kind}: connected / failed / dropped / reconnected",
+            f"{c['connected']} / {c['connect_failures']} / {c['disconnects']} / "
+            f"{c['reconnects']}  (connect median {c['connect_ms']['median']} ms)",
         )
     v = report.get("verification")
     if v is not None:

@@ -69,6 +69,8 @@ class LoadOptions:
             broker goes quiet, so merged reports account every stream (see ``merge_reports``).
         start_at: epoch seconds to start sending at, once connected and subscribed: shards
             of one run start together, so no shard's probes miss another's first events.
+        reconnect: reconnect a probe whose connection dropped (counted; what it missed
+            meanwhile is loss).
     """
 
     shape: LoadShape
@@ -85,6 +87,7 @@ class LoadOptions:
     expect_consumers: tuple[str, ...] = ()
     shard: tuple[int, int] | None = None
     start_at: float | None = None
+    reconnect: bool = True
 
 
 def probe_filter(topics: Topics, shared_group: str | None) -> str:
@@ -218,8 +221,8 @@ class LoadRun:
             )
             async with asyncio.TaskGroup() as tg:
                 readers = [
-                    tg.create_task(self._read(p, acc))
-                    for p, acc in zip(probes, routes, strict=True)
+                    tg.create_task(self._read(p, acc, i))
+                    for i, (p, acc) in enumerate(zip(probes, routes, strict=True))
                 ]
                 try:
                     await sender.run()
@@ -263,31 +266,64 @@ class LoadRun:
                 return
             await asyncio.sleep(0.02)
 
-    async def _read(self, probe: MessageSource, account: ConsumerAccount) -> None:
+    async def _read(self, probe: MessageSource, account: ConsumerAccount, index: int) -> None:
+        """Account what ``probe`` receives; reconnect (and count it) if the connection drops."""
+        async with contextlib.AsyncExitStack() as stack:
+            while True:
+                try:
+                    await self._consume(probe, account)
+                except BrokerError as err:
+                    self.probes.disconnects += 1
+                    _log.warning("probe.disconnected", consumer=account.name, error=str(err))
+                else:
+                    return
+                if not self.options.reconnect:
+                    return
+                probe = await self._reconnect(stack, index)
+                self.probes.reconnects += 1
+
+    async def _reconnect(self, stack: contextlib.AsyncExitStack, index: int) -> LoadClient:
+        opts = self.options
+        client_id = f"mc-load-{opts.shape.tag}-probe-{self.first_index}-{index}"
+        delay = 0.05
+        while True:
+            t = time.monotonic()
+            try:
+                client = await stack.enter_async_context(self.factory(client_id))
+                await client.subscribe(
+                    probe_filter(opts.topics, opts.shared_group), qos=opts.shape.qos
+                )
+            except (MatchcastError, OSError) as err:
+                self.probes.failures += 1
+                self.probes.failure_reasons.append(str(err))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            self.probes.connect_ms.append((time.monotonic() - t) * 1000)
+            _log.info("probe.reconnected", client_id=client_id)
+            return client
+
+    async def _consume(self, probe: MessageSource, account: ConsumerAccount) -> None:
         prefix = self.options.topics.root + "/matches/"
         cut = len(prefix)
-        try:
-            async for message in probe.messages():
-                now = time.time()
-                topic = message.topic
-                if not topic.startswith(prefix) or not topic.endswith("/events"):
-                    account.unexpected += 1
-                    continue
-                try:
-                    seq, scheduled = parse_probe_fields(message.payload)
-                except ValueError:
-                    account.malformed += 1
-                    continue
-                sender = self.sender
-                wall0 = sender.wall0 if sender is not None else now
-                latency = int((now - scheduled) * 1e6) if scheduled is not None else 0
-                account.record(topic[cut:-7], seq, int(now - wall0), latency)
-                if not self.first_rx:
-                    self.first_rx = now
-                self.last_rx = now
-        except BrokerError as err:
-            self.probes.disconnects += 1
-            _log.warning("probe.disconnected", consumer=account.name, error=str(err))
+        async for message in probe.messages():
+            now = time.time()
+            topic = message.topic
+            if not topic.startswith(prefix) or not topic.endswith("/events"):
+                account.unexpected += 1
+                continue
+            try:
+                seq, scheduled = parse_probe_fields(message.payload)
+            except ValueError:
+                account.malformed += 1
+                continue
+            sender = self.sender
+            wall0 = sender.wall0 if sender is not None else now
+            latency = int((now - scheduled) * 1e6) if scheduled is not None else 0
+            account.record(topic[cut:-7], seq, int(now - wall0), latency)
+            if not self.first_rx:
+                self.first_rx = now
+            self.last_rx = now
 
     def progress(self) -> Progress:
         """The run at a glance, for the live view."""
