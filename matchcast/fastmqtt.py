@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import ssl
 import uuid
 from collections.abc import AsyncIterator
@@ -119,6 +120,7 @@ class FastClient:
         self._closed = False
         self._error: BrokerError | None = None
         self._ping: asyncio.TimerHandle | None = None
+        self._lost: asyncio.Future[None] | None = None
         #: Packets and bytes written, and how many writes (flushes) it took.
         self.packets_out = 0
         self.writes = 0
@@ -127,6 +129,7 @@ class FastClient:
 
     async def __aenter__(self) -> Self:
         loop = self._loop = asyncio.get_running_loop()
+        self._lost = loop.create_future()
         tls = self._tls
         if self.url.tls and tls is None:
             tls = ssl.create_default_context()
@@ -170,11 +173,17 @@ class FastClient:
         tb: TracebackType | None,
     ) -> None:
         transport = self._transport
+        self._closed = True
         if transport is not None and not transport.is_closing():
             self._write(mqtt5.DisconnectPacket().write())
             self._flush()
+            # close() writes out what is buffered first; wait for it, or a process that exits
+            # right after would lose the tail of what it published at QoS 0.
             transport.close()
-        self._closed = True
+            if self._lost is not None:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._timeout):
+                        await self._lost
         self._fail_pending(BrokerError(str(self.url), "client closed"))
         self._wake()
         if self._ping is not None:
@@ -193,6 +202,8 @@ class FastClient:
         self._ping = self._loop.call_later(self.keepalive / 2, self._send_ping)
 
     def _on_lost(self, exc: Exception | None) -> None:
+        if self._lost is not None and not self._lost.done():
+            self._lost.set_result(None)
         unexpected = not self._closed
         if unexpected:
             self._error = BrokerError(

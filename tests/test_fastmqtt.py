@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 
 import pytest
 
@@ -112,3 +113,29 @@ async def test_messages_end_with_broker_error_when_the_broker_goes(
                 await c.publish(topics.events("x"), b"1", qos=1)
     finally:
         broker.stop()
+
+
+async def test_a_process_that_publishes_and_exits_loses_nothing_at_qos0(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    """Leaving the client waits until the kernel has every byte, so the tail is not lost."""
+    topic = topics.events("tail")
+    n = 20_000
+    script = (
+        "import asyncio\n"
+        "from matchcast.fastmqtt import FastClient\n"
+        "from matchcast.mqtt import BrokerURL\n"
+        "async def main():\n"
+        f"    async with FastClient(BrokerURL.parse({str(mosquitto_url)!r})) as pub:\n"
+        f"        for i in range({n}):\n"
+        f"            fut = pub.publish_nowait({topic!r}, b'%d' % i + b' ' * 200, 0, False)\n"
+        "            if fut is not None:\n"
+        "                await fut\n"
+        "asyncio.run(main())\n"
+    )
+    async with FastClient(mosquitto_url) as sub:
+        await sub.subscribe(topic, qos=0)
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-c", script)
+        assert await proc.wait() == 0
+        got = await _collect(sub, n)
+    assert int(got[-1].payload) == n - 1
