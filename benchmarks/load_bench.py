@@ -168,7 +168,7 @@ async def load_run(url: BrokerURL, qos: int, n: int, size: int, client: str) -> 
     matches = max(1, n // len(template))
     shape = LoadShape(matches=matches, qos=qos, payload_size=size, states=False)
     options = LoadOptions(shape=shape, topics=Topics(f"bench-{uuid.uuid4().hex[:8]}"))
-    run = LoadRun(options, [template], make_factory(ClientKind(client), url, 1000))
+    run = LoadRun(options, [template], make_factory(ClientKind(client), url))
     await run.run()
     report = build_report(run, {})
     d = report["delivery"]

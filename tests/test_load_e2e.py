@@ -72,7 +72,7 @@ class Misbehaving:
 
 
 def _factory(url: BrokerURL) -> Any:
-    return lambda cid: MqttClient(url, client_id=cid)
+    return lambda cid, role: MqttClient(url, client_id=cid)
 
 
 async def test_injected_loss_duplicates_and_reordering_are_counted_exactly(
@@ -221,3 +221,18 @@ async def test_a_dropped_probe_reconnects_and_the_gap_is_loss(
     assert probes["reconnects"] == probes["disconnects"]
     d = report["delivery"]
     assert d["unique"] + d["lost"] == d["expected"] == 2 * N
+
+
+@pytest.mark.parametrize("client", ["fast", "aiomqtt"])
+async def test_qos2_through_either_client_loses_and_repeats_nothing(
+    mosquitto_url: BrokerURL, topics: Topics, client: str
+) -> None:
+    from matchcast.cmd_load import ClientKind, make_factory
+
+    shape = LoadShape(matches=2, qos=2, payload_size=400)
+    options = LoadOptions(shape=shape, topics=topics, subscribers=2, max_inflight=50)
+    run = LoadRun(options, [TEMPLATE], make_factory(ClientKind(client), mosquitto_url))
+    await run.run()
+    d = build_report(run, {})["delivery"]
+    assert d["expected"] == d["received"] == d["unique"] == 2 * N * 2
+    assert d["lost"] == d["duplicates"] == d["reordered"] == 0

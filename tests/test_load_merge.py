@@ -66,7 +66,7 @@ async def test_two_shards_merge_with_exact_counts_and_histograms(
                           total_matches=k)  # fmt: skip
         opts = LoadOptions(shape=shape, topics=topics, subscribers=1, shard=(i, 2),
                            start_at=start_at, drain_idle_s=0.5)  # fmt: skip
-        return LoadRun(opts, [TEMPLATE], lambda cid: MqttClient(mosquitto_url, client_id=cid))
+        return LoadRun(opts, [TEMPLATE], lambda cid, role: MqttClient(mosquitto_url, client_id=cid))
 
     runs = [shard(0), shard(1)]
     await asyncio.gather(*(r.run() for r in runs))

@@ -91,7 +91,9 @@ async def test_verify_state_catches_the_consumer_that_dropped_a_goal(
             verify_state=True,
             expect_consumers=("good", "bad"),
         )
-        run = LoadRun(options, [TEMPLATE], lambda cid: MqttClient(mosquitto_url, client_id=cid))
+        run = LoadRun(
+            options, [TEMPLATE], lambda cid, role: MqttClient(mosquitto_url, client_id=cid)
+        )
         await run.run()
         good.cancel()
         bad_runner.stop()

@@ -40,8 +40,9 @@ class LoadClient(Publisher, MessageSource, Protocol):
     """A connection that both publishes and subscribes (both MQTT clients are one)."""
 
 
-#: Makes a client with the given client id; entering it connects.
-ClientFactory = Callable[[str], AbstractAsyncContextManager[LoadClient]]
+#: Makes a client from a client id and a role (``pub``, ``probe``, ``verify``); entering it
+#: connects.
+ClientFactory = Callable[[str, str], AbstractAsyncContextManager[LoadClient]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +164,7 @@ class LoadRun:
             client_id = f"mc-load-{tag}-{kind}-{self.first_index}-{i}"
             t = time.monotonic()
             try:
-                client = await stack.enter_async_context(self.factory(client_id))
+                client = await stack.enter_async_context(self.factory(client_id, kind))
             except (MatchcastError, OSError) as err:
                 health.failures += 1
                 health.failure_reasons.append(str(err))
@@ -289,7 +290,7 @@ class LoadRun:
         while True:
             t = time.monotonic()
             try:
-                client = await stack.enter_async_context(self.factory(client_id))
+                client = await stack.enter_async_context(self.factory(client_id, "probe"))
                 await client.subscribe(
                     probe_filter(opts.topics, opts.shared_group), qos=opts.shape.qos
                 )
