@@ -102,8 +102,23 @@ def test_latency_series_per_second_and_overall() -> None:
     assert overall.get_total_count() == 1001
     summary = histogram_summary(overall)
     assert summary["p50"] == pytest.approx(0.5, rel=0.01)
-    merged = LatencySeries.merged([series, series])
-    assert merged.count(0) == 2000
+
+
+def test_sealed_seconds_keep_their_figures_and_take_late_values() -> None:
+    series = LatencySeries()
+    for v in range(1, 1001):
+        series.add(0, v)
+        series.add(1, v * 10)
+    series.seal_before(1)
+    assert series.counts(0) == {}  # compressed
+    assert series.count(0) == 1000
+    assert series.histogram(0).get_value_at_percentile(50) == pytest.approx(500, rel=1e-3)
+    series.add(0, 5_000)  # a straggler for a sealed second
+    series.seal_before(2)
+    assert series.count(0) == 1001
+    assert series.histogram(0).get_max_value() == pytest.approx(5_000, rel=1e-3)
+    assert series.histogram().get_total_count() == 2001
+    assert series.seconds() == [0, 1]
 
 
 def test_histograms_survive_encoding_and_merge_by_adding_counts() -> None:

@@ -83,11 +83,18 @@ def _record_counts(hist: HdrHistogram, counts: Mapping[int, int]) -> None:
 
 
 class LatencySeries:
-    """Latencies (us) bucketed by wall second since the start of the run."""
+    """Latencies (us) bucketed by wall second since the start of the run.
+
+    Recent seconds are kept as exact counts; :meth:`seal_before` turns older ones into
+    compressed HDR encodings (a few hundred bytes each) and folds them into a running total,
+    so a long run's memory stays flat.
+    """
 
     def __init__(self) -> None:
         self._pending: dict[int, array[int]] = {}
         self._counts: dict[int, Counter[int]] = {}
+        self._sealed: dict[int, tuple[str, int]] = {}  # second -> (HDR encoding, count)
+        self._total = new_histogram()
 
     def add(self, second: int, latency_us: int) -> None:
         """Record one latency in ``second``."""
@@ -101,18 +108,32 @@ class LatencySeries:
             self._counts.setdefault(second, Counter()).update(buf)
         self._pending.clear()
 
+    def seal_before(self, second: int) -> None:
+        """Compress every second before ``second``; late values for it are still taken."""
+        self._fold()
+        for sec in [s for s in self._counts if s < second]:
+            hist = new_histogram()
+            _record_counts(hist, self._counts.pop(sec))
+            self._total.add(hist)
+            if sec in self._sealed:
+                hist.add(decode_histogram(self._sealed[sec][0]))
+            self._sealed[sec] = (encode_histogram(hist), hist.get_total_count())
+
     def seconds(self) -> list[int]:
         """The seconds that hold at least one value, in order."""
         self._fold()
-        return sorted(self._counts)
+        return sorted({*self._counts, *self._sealed})
 
     def histogram(self, second: int | None = None) -> HdrHistogram:
         """The histogram of one second, or of the whole run."""
         self._fold()
-        hist = new_histogram()
         if second is not None:
+            sealed = self._sealed.get(second)
+            hist = decode_histogram(sealed[0]) if sealed else new_histogram()
             _record_counts(hist, self._counts.get(second, Counter()))
             return hist
+        hist = new_histogram()
+        hist.add(self._total)
         total: Counter[int] = Counter()
         for counts in self._counts.values():
             total.update(counts)
@@ -120,23 +141,15 @@ class LatencySeries:
         return hist
 
     def counts(self, second: int) -> Counter[int]:
-        """The latency counts of ``second`` (value in us -> how many)."""
+        """The exact latency counts of ``second`` not yet sealed (value in us -> how many)."""
         self._fold()
         return self._counts.get(second, Counter())
-
-    @classmethod
-    def merged(cls, parts: list[LatencySeries]) -> LatencySeries:
-        """One series holding every value of ``parts``."""
-        out = cls()
-        for part in parts:
-            for second in part.seconds():
-                out._counts.setdefault(second, Counter()).update(part.counts(second))
-        return out
 
     def count(self, second: int) -> int:
         """Values recorded in ``second``."""
         self._fold()
-        return sum(self._counts.get(second, Counter()).values())
+        sealed = self._sealed.get(second, ("", 0))[1]
+        return sealed + sum(self._counts.get(second, Counter()).values())
 
 
 @dataclass(slots=True)

@@ -14,7 +14,6 @@ from typing import Any
 from rich.table import Table
 
 from matchcast.load._accounting import (
-    LatencySeries,
     encode_histogram,
     histogram_summary,
 )
@@ -64,7 +63,7 @@ def build_report(
     consumers = [acc.totals(stats.expected) for acc in run.accounts]
     received = sum(c["received"] for c in consumers)
     rx_span = max(run.last_rx - sender.wall0, 1e-9) if run.last_rx else 0.0
-    latency = LatencySeries.merged([acc.latency for acc in run.accounts])
+    latency = run.latency
     overall = latency.histogram()
     lateness = stats.lateness.histogram()
     last_sec = max([*latency.seconds(), *stats.sent.keys(), *stats.offered.keys(), 0])

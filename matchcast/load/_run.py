@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import structlog
 
 from events import BrokerError, MatchcastError, MessageSource, Publisher, Topics
-from matchcast.load._accounting import ConsumerAccount, parse_probe_fields
+from matchcast.load._accounting import ConsumerAccount, LatencySeries, parse_probe_fields
 from matchcast.load._sender import Sender, SenderStats
 from matchcast.load._verify import collect_reported_states, verify_states
 from matchcast.load._workload import LoadShape, MatchTemplate
@@ -143,6 +143,8 @@ class LoadRun:
         self.probes = ConnectionHealth()
         self.pubs = ConnectionHealth()
         self.accounts: list[ConsumerAccount] = []
+        #: Every probe's latencies, by second (one series: only totals are reported).
+        self.latency = LatencySeries()
         self.sender: Sender | None = None
         self.last_rx = 0.0
         self.first_rx = 0.0
@@ -186,12 +188,17 @@ class LoadRun:
             for probe in probes:
                 await probe.subscribe(flt, qos=opts.shape.qos)
             if opts.shared_group:
-                group = ConsumerAccount(f"$share/{opts.shared_group}", members=len(probes))
+                group = ConsumerAccount(
+                    f"$share/{opts.shared_group}", members=len(probes), latency=self.latency
+                )
                 self.accounts = [group]
                 routes = [group] * len(probes)
             else:
                 name = "probe-{}" if opts.shard is None else f"probe-{self.first_index}-{{}}"
-                self.accounts = [ConsumerAccount(name.format(i)) for i in range(len(probes))]
+                self.accounts = [
+                    ConsumerAccount(name.format(i), latency=self.latency)
+                    for i in range(len(probes))
+                ]
                 routes = self.accounts
             clients = await self._connect(stack, "pub", opts.publishers, self.pubs)
             publishers: list[Publisher] = list(clients)
@@ -225,6 +232,7 @@ class LoadRun:
                     tg.create_task(self._read(p, acc, i))
                     for i, (p, acc) in enumerate(zip(probes, routes, strict=True))
                 ]
+                readers.append(tg.create_task(self._seal()))
                 try:
                     await sender.run()
                     await self._drain()
@@ -235,6 +243,16 @@ class LoadRun:
             if opts.verify_state:
                 await self._verify(stack)
         _log.info("load.finished", events=self.stats.events, failures=self.stats.failures)
+
+    async def _seal(self) -> None:
+        """Compress the latencies of seconds past, so a long run's memory stays flat."""
+        while True:
+            await asyncio.sleep(1.0)
+            sender = self.sender
+            if sender is not None and sender.wall0:
+                second = int(time.time() - sender.wall0) - 2
+                self.latency.seal_before(second)
+                sender.stats.lateness.seal_before(second)
 
     async def _verify(self, stack: contextlib.AsyncExitStack) -> None:
         opts = self.options
@@ -334,18 +352,14 @@ class LoadRun:
         stats = sender.stats
         elapsed = time.monotonic() - sender.mono0
         sec = max(int(elapsed) - 1, 0)
-        delivered = sum(acc.latency.count(sec) for acc in self.accounts)
+        delivered = self.latency.count(sec)
         p99 = 0.0
-        counts = [acc.latency.counts(sec) for acc in self.accounts]
-        total = sum(sum(c.values()) for c in counts)
+        counts = self.latency.counts(sec)
+        total = sum(counts.values())
         if total:
-            merged: dict[int, int] = {}
-            for c in counts:
-                for v, n in c.items():
-                    merged[v] = merged.get(v, 0) + n
             running, limit = 0, total * 0.99
-            for v in sorted(merged):
-                running += merged[v]
+            for v in sorted(counts):
+                running += counts[v]
                 if running >= limit:
                     p99 = v / 1000
                     break
