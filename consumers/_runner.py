@@ -172,6 +172,11 @@ class Runner:
         """True once :meth:`stop` was called."""
         return self._stopping.is_set()
 
+    @property
+    def queue_depth(self) -> int:
+        """Events and snapshots queued for the handlers, over all matches."""
+        return sum(lane.queue.qsize() for lane in self._lanes.values())
+
     def topic_filters(self) -> list[str]:
         """What to subscribe to: events first, then the retained state.
 

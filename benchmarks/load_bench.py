@@ -1,0 +1,322 @@
+"""`matchcast load` against the C-client ceiling, aiomqtt and the fast client, side by side.
+
+    python benchmarks/load_bench.py                  # spawns its own mosquitto
+    python benchmarks/load_bench.py --n 200000 --size 300 --broker mqtt://127.0.0.1:18830
+
+One run, one broker, one publisher and one subscriber each, payloads of --size bytes,
+delivered messages/s counted by the subscriber from the first publish to the last delivery:
+
+  c        mosquitto_pub -l into mosquitto_sub (QoS 1 fed in chunks of 50,000 lines, since
+           mosquitto_pub's packet ids wrap at 65,535)
+  aiomqtt  a raw aiomqtt publish loop (100 in flight) into an aiomqtt subscriber, one process
+  fast     a raw FastClient publish loop into a FastClient subscriber, one process
+  load     `matchcast load --client fast --no-states` (real events padded to --size; its probe
+           does the full per-stream accounting and latency), one process
+  runner   the consumer runner (decode, dedup, reducer, dispatch to a no-op handler) on a
+           FastClient, fed by `matchcast load` in another process: events handled/s
+  memory   `matchcast load --matches 1000 --speed 600 --ramp 2` in a child process: peak RSS
+
+Ratios are printed against the C clients. Targets (issue 4): load >= 0.8x C at QoS 0 and 1;
+runner >= 0.5x C at QoS 0; 1,000 matches under 300 MB. The machine is shared: repeat runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import aiomqtt
+from rich.console import Console
+from rich.table import Table
+
+from consumers import Runner, Subscriber
+from events import BaseEvent, MatchState, Topics
+from matchcast.cmd_load import ClientKind, make_factory
+from matchcast.fastmqtt import FastClient
+from matchcast.load import LoadOptions, LoadRun, LoadShape, MatchTemplate, build_report
+from matchcast.logs import configure_logging
+from matchcast.mqtt import BrokerURL
+from matchcast.testing import Mosquitto, mosquitto_binary
+from simulator import resolve_matches
+
+console = Console()
+CHUNK = 50_000
+
+
+def payload(i: int, size: int) -> bytes:
+    head = b'{"seq":%010d,"match":"m-1","type":"clock","pad":"' % i
+    return head + b"x" * (size - len(head) - 2) + b'"}'
+
+
+def c_clients(url: BrokerURL, qos: int, n: int, size: int, workdir: Path) -> float:
+    files = []
+    for start in range(0, n, CHUNK):
+        path = workdir / f"lines-{size}-{start}.txt"
+        if not path.exists():
+            with path.open("wb") as f:
+                for i in range(start, min(n, start + CHUNK)):
+                    f.write(payload(i, size) + b"\n")
+        files.append(path)
+    topic = f"bench/c/{uuid.uuid4().hex[:8]}"
+    base = ["-h", url.host, "-p", str(url.port), "-t", topic, "-q", str(qos)]
+    sub = subprocess.Popen(["mosquitto_sub", *base], stdout=subprocess.PIPE)
+    state = {"lines": 0, "last": 0.0}
+    done = threading.Event()
+
+    def reader() -> None:
+        assert sub.stdout is not None
+        fd = sub.stdout.fileno()
+        while chunk := os.read(fd, 1 << 16):
+            state["lines"] += chunk.count(b"\n")
+            state["last"] = time.monotonic()
+            if state["lines"] >= n + 1:
+                done.set()
+
+    threading.Thread(target=reader, daemon=True).start()
+    while not state["lines"]:  # wait until the subscription is live
+        subprocess.run(["mosquitto_pub", *base, "-m", "ready"], check=True)
+        time.sleep(0.1)
+    state["lines"] -= 1
+    t0 = time.monotonic()
+    for path in files:
+        with path.open("rb") as f:
+            subprocess.run(["mosquitto_pub", *base, "-l"], stdin=f, check=True, timeout=600)
+    done.wait(timeout=30)
+    sub.kill()
+    sub.wait()
+    got = state["lines"] - 1
+    return got / (state["last"] - t0) if got > 0 else 0.0
+
+
+async def raw_aiomqtt(url: BrokerURL, qos: int, n: int, size: int) -> float:
+    topic = f"bench/aio/{uuid.uuid4().hex[:8]}"
+    data = [payload(i, size) for i in range(n)]
+    got = 0
+    last = 0.0
+    async with aiomqtt.Client(url.host, url.port, max_queued_incoming_messages=0) as sub:
+        await sub.subscribe(topic, qos=qos)
+
+        async def count() -> None:
+            nonlocal got, last
+            async for _ in sub.messages:
+                got += 1
+                last = time.monotonic()
+                if got >= n:
+                    return
+
+        counter = asyncio.ensure_future(count())
+        async with aiomqtt.Client(url.host, url.port, max_inflight_messages=100) as pub:
+            pub.pending_calls_threshold = 1_000_000
+            t0 = time.monotonic()
+            for i in range(0, n, 100):
+                await asyncio.gather(*(pub.publish(topic, p, qos=qos) for p in data[i : i + 100]))
+            try:
+                async with asyncio.timeout(30):
+                    await counter
+            except TimeoutError:
+                pass
+    return got / (last - t0)
+
+
+async def raw_fast(url: BrokerURL, qos: int, n: int, size: int) -> float:
+    topic = f"bench/fast/{uuid.uuid4().hex[:8]}"
+    data = [payload(i, size) for i in range(n)]
+    got = 0
+    last = 0.0
+    async with FastClient(url) as sub, FastClient(url) as pub:
+        await sub.subscribe(topic, qos=qos)
+
+        async def count() -> None:
+            nonlocal got, last
+            async for _ in sub.messages():
+                got += 1
+                last = time.monotonic()
+                if got >= n:
+                    return
+
+        counter = asyncio.ensure_future(count())
+        t0 = time.monotonic()
+        pending: list[asyncio.Future[None]] = []
+        for i, p in enumerate(data):
+            fut = pub.publish_nowait(topic, p, qos, False)
+            if fut is not None:
+                pending.append(fut)
+            if len(pending) >= 1000 or (i % 256 == 0 and not pending):
+                await asyncio.gather(*pending)
+                pending.clear()
+        await asyncio.gather(*pending)
+        try:
+            async with asyncio.timeout(30):
+                await counter
+        except TimeoutError:
+            pass
+    return got / (last - t0)
+
+
+async def load_run(url: BrokerURL, qos: int, n: int, size: int, client: str) -> dict[str, object]:
+    template = MatchTemplate.build(resolve_matches("semifinal")[0])
+    matches = max(1, n // len(template))
+    shape = LoadShape(matches=matches, qos=qos, payload_size=size, states=False)
+    options = LoadOptions(shape=shape, topics=Topics(f"bench-{uuid.uuid4().hex[:8]}"))
+    run = LoadRun(options, [template], make_factory(ClientKind(client), url))
+    await run.run()
+    report = build_report(run, {})
+    d = report["delivery"]
+    return {
+        "rate": d["delivered_events_per_s"],
+        "lost": d["lost"],
+        "dup": d["duplicates"],
+        "p99": report["latency_ms"]["p99"],
+    }
+
+
+async def runner_rate(url: BrokerURL, n: int, size: int) -> dict[str, float]:
+    topics = Topics(f"bench-{uuid.uuid4().hex[:8]}")
+    template_len = 106
+    matches = max(1, n // template_len)
+    expected = matches * template_len
+    handled = 0
+    first = last = 0.0
+    done = asyncio.Event()
+    sub = Subscriber("noop")
+
+    @sub.on(BaseEvent)
+    def count(event: BaseEvent, state: MatchState) -> None:
+        nonlocal handled, first, last
+        handled += 1
+        last = time.monotonic()
+        if handled == 1:
+            first = last
+        if handled >= expected:
+            done.set()
+
+    runner = Runner([sub], topics=topics, queue_size=100_000)
+    async with FastClient(url) as source:
+        task = asyncio.ensure_future(runner.run(source, qos=0))
+        await runner.subscribed.wait()
+        feeder = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "matchcast", "load", "--broker", str(url), "--client", "fast",
+            "--subscribers", "0", "--no-states", "--qos", "0", "--matches", str(matches),
+            "--payload-size", str(size), "--root", topics.root, "--no-progress",
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        await feeder.wait()
+        try:
+            async with asyncio.timeout(60):
+                await done.wait()
+        except TimeoutError:
+            pass
+        runner.stop()
+        await task
+    return {"rate": handled / (last - first) if last > first else 0.0, "handled": handled,
+            "gaps": runner.stats.gaps}  # fmt: skip
+
+
+def memory_1000(url: BrokerURL) -> dict[str, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "r.json"
+        subprocess.run(
+            [sys.executable, "-m", "matchcast", "load", "--broker", str(url), "--client", "fast",
+             "--matches", "1000", "--speed", "600", "--ramp", "2", "--subscribers", "1", "--qos", "0",
+             "--no-progress", "--report", str(out)],
+            check=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        report = json.loads(out.read_text())
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return {
+        "peak_mb": max(peak, before) / 1024,
+        "seconds": time.monotonic() - t0,
+        "events": report["sender"]["events_published"],
+        "lost": report["delivery"]["lost"],
+        "overruns": report["sender"]["overruns"],
+        "p99": report["latency_ms"]["p99"],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--broker", help="mqtt://host:port (default: spawn a mosquitto)")
+    parser.add_argument("--n", type=int, default=100_000, help="messages per measurement")
+    parser.add_argument("--size", type=int, default=300, help="payload bytes")
+    parser.add_argument("--skip", default="", help="comma list of: aiomqtt,runner,memory")
+    args = parser.parse_args()
+    configure_logging("console", "ERROR")
+    skip = set(filter(None, args.skip.split(",")))
+    broker = None
+    if args.broker:
+        url = BrokerURL.parse(args.broker)
+    else:
+        binary = mosquitto_binary()
+        if binary is None:
+            sys.exit("mosquitto is not installed")
+        broker = Mosquitto(binary, extra=["max_queued_messages 1000000"]).start()
+        url = BrokerURL.parse(broker.url)
+    workdir = Path(tempfile.mkdtemp(prefix="mc-loadbench-"))
+    table = Table(title=f"delivered msg/s, {args.n:,} x {args.size} B, one run, one broker")
+    for col in ("measure", "QoS 0", "x C", "QoS 1", "x C"):
+        table.add_column(col, justify="right" if col != "measure" else "left")
+    try:
+        rows: dict[str, dict[int, float]] = {}
+        notes: dict[str, str] = {}
+        for qos in (0, 1):
+            console.print(f"[dim]QoS {qos}: C clients[/]")
+            rows.setdefault("C clients (mosquitto_pub -l -> mosquitto_sub)", {})[qos] = c_clients(
+                url, qos, args.n, args.size, workdir
+            )
+            if "aiomqtt" not in skip:
+                console.print(f"[dim]QoS {qos}: aiomqtt[/]")
+                small = min(args.n, 30_000)
+                rows.setdefault("aiomqtt 2.x raw loop", {})[qos] = asyncio.run(
+                    raw_aiomqtt(url, qos, small, args.size)
+                )
+            console.print(f"[dim]QoS {qos}: fast client[/]")
+            rows.setdefault("FastClient raw loop", {})[qos] = asyncio.run(
+                raw_fast(url, qos, args.n, args.size)
+            )
+            console.print(f"[dim]QoS {qos}: matchcast load --client fast[/]")
+            res = asyncio.run(load_run(url, qos, args.n, args.size, "fast"))
+            rows.setdefault("matchcast load --client fast", {})[qos] = float(res["rate"])  # type: ignore[arg-type]
+            notes[f"load qos{qos}"] = f"lost {res['lost']}, dup {res['dup']}, p99 {res['p99']} ms"
+        if "runner" not in skip:
+            console.print("[dim]consumer runner[/]")
+            rr = asyncio.run(runner_rate(url, args.n, args.size))
+            rows["consumer runner (FastClient, no-op handler)"] = {0: rr["rate"]}
+            notes["runner"] = f"handled {rr['handled']:,}, gaps {rr['gaps']}"
+        c = rows["C clients (mosquitto_pub -l -> mosquitto_sub)"]
+        for name, vals in rows.items():
+            cells = [name]
+            for qos in (0, 1):
+                v = vals.get(qos)
+                cells += [f"{v:,.0f}", f"{v / c[qos]:.2f}"] if v is not None else ["", ""]
+            table.add_row(*cells)
+        console.print(table)
+        for k, v in notes.items():
+            console.print(f"  {k}: {v}")
+        if "memory" not in skip:
+            console.print("[dim]1,000 matches at --speed 600 --ramp 2[/]")
+            mem = memory_1000(url)
+            console.print(
+                f"1,000 concurrent matches, one process: peak RSS {mem['peak_mb']:.0f} MB, "
+                f"{mem['events']:,} events in {mem['seconds']:.1f} s, lost {mem['lost']}, "
+                f"overruns {mem['overruns']}, p99 {mem['p99']} ms"
+            )
+    finally:
+        if broker is not None:
+            broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,82 @@
+"""Load testing: many matches onto a broker, probe subscribers, and honest numbers.
+
+``matchcast load`` drives copies of matches under distinct ids onto a broker and measures what
+subscribers receive: loss, duplicates, reordering, latency from each event's schedule, publish
+failures, sender overrun and connection health. See :class:`LoadRun`.
+"""
+
+from matchcast.load._accounting import (
+    PERCENTILES,
+    ConsumerAccount,
+    LatencySeries,
+    StreamStats,
+    decode_histogram,
+    encode_histogram,
+    histogram_summary,
+    new_histogram,
+    parse_probe_fields,
+)
+from matchcast.load._chart import write_chart
+from matchcast.load._consume import SharedSource, run_consumer
+from matchcast.load._merge import MergeError, merge_reports
+from matchcast.load._metrics import RunnerMetrics
+from matchcast.load._report import REPORT_FORMAT, build_report, render_table
+from matchcast.load._run import (
+    ClientFactory,
+    ConnectionHealth,
+    LoadClient,
+    LoadOptions,
+    LoadRun,
+    Progress,
+    probe_filter,
+)
+from matchcast.load._sender import NowaitPublisher, Sender, SenderStats, submit
+from matchcast.load._verify import (
+    StateReporter,
+    collect_reported_states,
+    consumer_state_filter,
+    consumer_state_topic,
+    verify_states,
+)
+from matchcast.load._workload import LoadShape, MatchTemplate, format_timestamp, match_ids
+
+__all__ = [
+    "PERCENTILES",
+    "REPORT_FORMAT",
+    "ClientFactory",
+    "ConnectionHealth",
+    "ConsumerAccount",
+    "LatencySeries",
+    "LoadClient",
+    "LoadOptions",
+    "LoadRun",
+    "LoadShape",
+    "MatchTemplate",
+    "MergeError",
+    "NowaitPublisher",
+    "Progress",
+    "RunnerMetrics",
+    "Sender",
+    "SenderStats",
+    "SharedSource",
+    "StateReporter",
+    "StreamStats",
+    "build_report",
+    "collect_reported_states",
+    "consumer_state_filter",
+    "consumer_state_topic",
+    "decode_histogram",
+    "encode_histogram",
+    "format_timestamp",
+    "histogram_summary",
+    "match_ids",
+    "merge_reports",
+    "new_histogram",
+    "parse_probe_fields",
+    "probe_filter",
+    "render_table",
+    "run_consumer",
+    "submit",
+    "verify_states",
+    "write_chart",
+]

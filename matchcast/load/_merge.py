@@ -1,0 +1,200 @@
+"""Combine the reports of several shards (processes or machines) into one.
+
+Nothing is averaged: latency histograms are merged from their HDR encodings, per-stream
+accounting is rebuilt from each shard's seen-bitmaps (so an event two shards' members both
+received is a duplicate, and an event no shard received is loss), and the per-second series
+are aligned on wall-clock seconds.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from typing import Any
+
+from matchcast.load._accounting import (
+    ConsumerAccount,
+    StreamStats,
+    decode_histogram,
+    encode_histogram,
+    histogram_summary,
+    new_histogram,
+)
+from matchcast.load._report import REPORT_FORMAT
+
+__all__ = ["MergeError", "merge_reports"]
+
+
+class MergeError(ValueError):
+    """The reports cannot be merged; the message says which and why."""
+
+
+def _accounts(reports: list[dict[str, Any]]) -> dict[str, ConsumerAccount]:
+    accounts: dict[str, ConsumerAccount] = {}
+    for report in reports:
+        members = {c["consumer"]: c for c in report["delivery"]["consumers"]}
+        for name, streams in report["streams"].items():
+            acc = accounts.get(name)
+            if acc is None:
+                acc = accounts[name] = ConsumerAccount(name, members=0)
+            entry = members.get(name, {})
+            acc.members += int(entry.get("members", 1))
+            acc.malformed += int(entry.get("malformed", 0))
+            for match_id, wire in streams.items():
+                stream = StreamStats.from_wire(wire)
+                if match_id in acc.streams:
+                    acc.streams[match_id].merge(stream)
+                else:
+                    acc.streams[match_id] = stream
+    return accounts
+
+
+def _per_second(reports: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    base = min(int(r["started_at_epoch"]) for r in reports)
+    rows: dict[int, dict[str, Any]] = {}
+    hists: dict[int, Any] = {}
+    for report in reports:
+        offset = int(report["started_at_epoch"]) - base
+        for row, encoded in zip(report["per_second"], report["per_second_hdr"], strict=True):
+            t = row["t"] + offset
+            acc = rows.setdefault(t, {"t": t, "offered": 0, "sent": 0, "delivered": 0})
+            for key in ("offered", "sent", "delivered"):
+                acc[key] += row[key]
+            hists.setdefault(t, new_histogram()).add(decode_histogram(encoded))
+    out, out_hdr = [], []
+    for t in range(max(rows, default=-1) + 1):
+        row = rows.get(t, {"t": t, "offered": 0, "sent": 0, "delivered": 0})
+        hist = hists.get(t, new_histogram())
+        row.update({f"latency_{k}": v for k, v in histogram_summary(hist).items() if k != "count"})
+        out.append(row)
+        out_hdr.append(encode_histogram(hist))
+    return out, out_hdr
+
+
+def _connections(reports: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    parts = [r["connections"][kind] for r in reports]
+    connected = [p for p in parts if p["connected"]]
+    return {
+        "connected": sum(p["connected"] for p in parts),
+        "connect_failures": sum(p["connect_failures"] for p in parts),
+        "failure_reasons": [f for p in parts for f in p["failure_reasons"]][:10],
+        "connect_ms": {
+            "min": min((p["connect_ms"]["min"] for p in connected), default=0.0),
+            "median": (
+                round(statistics.median(p["connect_ms"]["median"] for p in connected), 3)
+                if connected
+                else 0.0
+            ),
+            "max": max((p["connect_ms"]["max"] for p in connected), default=0.0),
+        },
+        "disconnects": sum(p["disconnects"] for p in parts),
+        "reconnects": sum(p["reconnects"] for p in parts),
+    }
+
+
+def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One report from the reports of several shards of the same run.
+
+    Raises:
+        MergeError: a report is of another format or lacks per-stream data (run each shard
+            with ``--shard i/n``, or use ``--workers``).
+    """
+    if not reports:
+        raise MergeError("no reports to merge")
+    for i, r in enumerate(reports):
+        if r.get("kind") != "matchcast-load-report" or r.get("format") != REPORT_FORMAT:
+            raise MergeError(
+                f"report {i + 1} is not a matchcast load report (format {REPORT_FORMAT})"
+            )
+        if r.get("streams") is None:
+            raise MergeError(
+                f"report {i + 1} has no per-stream data: run each shard with --shard i/n"
+            )
+    expected: dict[str, int] = {}
+    final_scores: dict[str, Any] = {}
+    for r in reports:
+        expected.update(r["expected_last_seq"])
+        final_scores.update(r["final_scores"])
+    consumers = [acc.totals(expected) for acc in _accounts(reports).values()]
+    latency, lateness = new_histogram(), new_histogram()
+    for r in reports:
+        latency.add(decode_histogram(r["latency_hdr"]))
+        lateness.add(decode_histogram(r["sender"]["lateness_hdr"]))
+    per_second, per_second_hdr = _per_second(reports)
+    senders = [r["sender"] for r in reports]
+    reasons: Counter[str] = Counter()
+    for s in senders:
+        reasons.update(s["failure_reasons"])
+    totals = {
+        key: sum(c[key] for c in consumers)
+        for key in ("expected", "received", "unique", "lost", "duplicates", "reordered")
+    }
+    totals["max_displacement"] = max((c["max_displacement"] for c in consumers), default=0)
+    totals["unexpected"] = sum(c["unexpected"] for c in consumers)
+    totals["malformed"] = sum(c["malformed"] for c in consumers)
+    verifications = [r["verification"] for r in reports if r.get("verification")]
+    by_consumer: dict[str, dict[str, Any]] = {}
+    for v in verifications:
+        for c in v["consumers"]:
+            into = by_consumer.setdefault(
+                c["consumer"],
+                {"consumer": c["consumer"], "matches": 0, "right": 0, "wrong": 0, "missing": 0,
+                 "wrong_sample": [], "missing_sample": []},
+            )  # fmt: skip
+            for key in ("matches", "right", "wrong", "missing"):
+                into[key] += c[key]
+            into["wrong_sample"] = (into["wrong_sample"] + c["wrong_sample"])[:10]
+            into["missing_sample"] = (into["missing_sample"] + c["missing_sample"])[:10]
+    params = [r["parameters"] for r in reports]
+    return {
+        "format": REPORT_FORMAT,
+        "kind": "matchcast-load-report",
+        "created_at": max(r["created_at"] for r in reports),
+        "parameters": {
+            "merged_from": params,
+            "matches": sum(int(p.get("matches") or 0) for p in params),
+            "subscribers": sum(int(p.get("subscribers") or 0) for p in params),
+            "qos": params[0].get("qos"),
+        },
+        "sender": {
+            "events_published": sum(s["events_published"] for s in senders),
+            "states_published": sum(s["states_published"] for s in senders),
+            "publish_failures": sum(s["publish_failures"] for s in senders),
+            "failure_reasons": dict(reasons),
+            "matches_started": sum(s["matches_started"] for s in senders),
+            "matches_completed": sum(s["matches_completed"] for s in senders),
+            "send_seconds": max(s["send_seconds"] for s in senders),
+            "offered_events_per_s": round(sum(s["offered_events_per_s"] for s in senders), 1),
+            "achieved_events_per_s": round(sum(s["achieved_events_per_s"] for s in senders), 1),
+            "scheduled": all(s.get("scheduled", True) for s in senders),
+            "overruns": sum(s["overruns"] for s in senders),
+            "overrun_threshold_ms": senders[0]["overrun_threshold_ms"],
+            "lateness_ms": histogram_summary(lateness),
+            "lateness_hdr": encode_histogram(lateness),
+        },
+        "delivery": {
+            **totals,
+            "delivered_events_per_s": round(
+                sum(r["delivery"]["delivered_events_per_s"] for r in reports), 1
+            ),
+            "consumers": consumers,
+        },
+        "latency_ms": histogram_summary(latency),
+        "latency_hdr": encode_histogram(latency),
+        "per_second": per_second,
+        "per_second_hdr": per_second_hdr,
+        "started_at_epoch": min(r["started_at_epoch"] for r in reports),
+        "connections": {k: _connections(reports, k) for k in ("publishers", "probes")},
+        "verification": (
+            {
+                "ok": all(v["ok"] for v in verifications),
+                "matches": sum(v["matches"] for v in verifications),
+                "consumers": list(by_consumer.values()),
+            }
+            if verifications
+            else None
+        ),
+        "expected_last_seq": expected,
+        "final_scores": final_scores,
+        "streams": None,
+    }

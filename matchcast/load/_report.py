@@ -1,0 +1,185 @@
+"""A run's figures as one JSON-ready dict, and the final table.
+
+The report holds every figure and the run's parameters; latency histograms go in as their
+compressed HDR encoding too, so reports of several processes or machines can be merged
+without averaging percentiles.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from typing import Any
+
+from rich.table import Table
+
+from matchcast.load._accounting import (
+    encode_histogram,
+    histogram_summary,
+)
+from matchcast.load._run import ConnectionHealth, LoadRun
+
+__all__ = ["REPORT_FORMAT", "build_report", "render_table"]
+
+#: Bumped when the report's layout changes incompatibly.
+REPORT_FORMAT = 1
+
+
+def _health(h: ConnectionHealth) -> dict[str, Any]:
+    ms = h.connect_ms
+    return {
+        "connected": len(ms),
+        "connect_failures": h.failures,
+        "failure_reasons": h.failure_reasons[:10],
+        "connect_ms": {
+            "min": round(min(ms), 3) if ms else 0.0,
+            "median": round(statistics.median(ms), 3) if ms else 0.0,
+            "max": round(max(ms), 3) if ms else 0.0,
+        },
+        "disconnects": h.disconnects,
+        "reconnects": h.reconnects,
+    }
+
+
+def _rate(n: int, seconds: float) -> float:
+    return round(n / seconds, 1) if seconds > 0 else 0.0
+
+
+def build_report(
+    run: LoadRun, parameters: dict[str, Any], *, streams: bool = False
+) -> dict[str, Any]:
+    """Every figure of a finished run, with ``parameters`` (what was asked for).
+
+    With ``streams``, every consumer's per-stream state goes in too, so that
+    :func:`~matchcast.load.merge_reports` can combine the reports of several shards exactly.
+    """
+    stats = run.stats
+    sender = run.sender
+    assert sender is not None
+    mono0 = sender.mono0
+    send_s = max(stats.finished - mono0, 1e-9)
+    # At max speed nothing is scheduled: what was offered is what was sent.
+    offered_s = stats.last_due_s if stats.last_due_s > 0 else send_s
+    consumers = [acc.totals(stats.expected) for acc in run.accounts]
+    received = sum(c["received"] for c in consumers)
+    rx_span = max(run.last_rx - sender.wall0, 1e-9) if run.last_rx else 0.0
+    latency = run.latency
+    overall = latency.histogram()
+    lateness = stats.lateness.histogram()
+    last_sec = max([*latency.seconds(), *stats.sent.keys(), *stats.offered.keys(), 0])
+    per_second = []
+    per_second_hdr = []
+    for sec in range(last_sec + 1):
+        hist = latency.histogram(sec)
+        per_second_hdr.append(encode_histogram(hist))
+        row: dict[str, Any] = {
+            "t": sec,
+            "offered": stats.offered.get(sec, 0),
+            "sent": stats.sent.get(sec, 0),
+            "delivered": hist.get_total_count(),
+        }
+        row.update({f"latency_{k}": v for k, v in histogram_summary(hist).items() if k != "count"})
+        per_second.append(row)
+    totals = {
+        key: sum(c[key] for c in consumers)
+        for key in ("expected", "received", "unique", "lost", "duplicates", "reordered")
+    }
+    totals["max_displacement"] = max((c["max_displacement"] for c in consumers), default=0)
+    totals["unexpected"] = sum(c["unexpected"] for c in consumers)
+    totals["malformed"] = sum(c["malformed"] for c in consumers)
+    return {
+        "format": REPORT_FORMAT,
+        "kind": "matchcast-load-report",
+        "created_at": dt.datetime.now(dt.UTC).isoformat(),
+        "parameters": parameters,
+        "sender": {
+            "events_published": stats.events,
+            "states_published": stats.states,
+            "publish_failures": stats.failures,
+            "failure_reasons": dict(stats.failure_reasons),
+            "matches_started": stats.matches_started,
+            "matches_completed": stats.matches_completed,
+            "send_seconds": round(send_s, 3),
+            "offered_events_per_s": _rate(sum(stats.offered.values()), offered_s),
+            "achieved_events_per_s": _rate(stats.events, send_s),
+            "scheduled": sender.shape.scheduled,
+            "overruns": stats.overruns,
+            "overrun_threshold_ms": sender.overrun_us / 1000,
+            "lateness_ms": histogram_summary(lateness),
+            "lateness_hdr": encode_histogram(lateness),
+        },
+        "delivery": {
+            **totals,
+            "delivered_events_per_s": _rate(received, rx_span),
+            "consumers": consumers,
+        },
+        "latency_ms": histogram_summary(overall),
+        "latency_hdr": encode_histogram(overall),
+        "per_second": per_second,
+        "per_second_hdr": per_second_hdr,
+        "started_at_epoch": sender.wall0,
+        "connections": {"publishers": _health(run.pubs), "probes": _health(run.probes)},
+        "verification": run.verification,
+        "expected_last_seq": stats.expected,
+        "final_scores": stats.final_scores,
+        "streams": (
+            {acc.name: {m: st.to_wire() for m, st in acc.streams.items()} for acc in run.accounts}
+            if streams
+            else None
+        ),
+    }
+
+
+def render_table(report: dict[str, Any]) -> Table:
+    """The final table of a report."""
+    s, d, lat = report["sender"], report["delivery"], report["latency_ms"]
+    conns = report["connections"]
+    table = Table(title="matchcast load", show_header=True, header_style="bold")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    p = report["parameters"]
+
+    def add(name: str, value: object) -> None:
+        table.add_row(name, str(value))
+
+    add(
+        "matches / subscribers / QoS",
+        f"{p.get('matches')} / {p.get('subscribers')} / {p.get('qos')}",
+    )
+    add("events published", f"{s['events_published']:,} (+{s['states_published']:,} states)")
+    add(
+        "offered / achieved events/s",
+        f"{s['offered_events_per_s']:,} / {s['achieved_events_per_s']:,}",
+    )
+    add("delivered events/s (all subscribers)", f"{d['delivered_events_per_s']:,}")
+    add("publish failures", s["publish_failures"])
+    add(
+        f"sender overruns (> {s['overrun_threshold_ms']:g} ms late)",
+        f"{s['overruns']:,}  (lateness p99 {s['lateness_ms']['p99']} ms)"
+        if s.get("scheduled", True)
+        else "n/a: --speed max has no schedule",
+    )
+    add("expected / received", f"{d['expected']:,} / {d['received']:,}")
+    add("lost", f"{d['lost']:,}")
+    add("duplicates", f"{d['duplicates']:,}")
+    add("reordered (max displacement)", f"{d['reordered']:,} ({d['max_displacement']})")
+    add(
+        "latency ms p50 / p90 / p99 / p99.9 / max",
+        f"{lat['p50']} / {lat['p90']} / {lat['p99']} / {lat['p99_9']} / {lat['max']}",
+    )
+    for kind in ("publishers", "probes"):
+        c = conns[kind]
+        add(
+            f"{kind}: connected / failed / dropped / reconnected",
+            f"{c['connected']} / {c['connect_failures']} / {c['disconnects']} / "
+            f"{c['reconnects']}  (connect median {c['connect_ms']['median']} ms)",
+        )
+    v = report.get("verification")
+    if v is not None:
+        for c in v["consumers"]:
+            add(
+                f"verify-state {c['consumer']}: right / wrong / missing",
+                f"{c['right']} / {c['wrong']} / {c['missing']}",
+            )
+        add("verify-state", "[green]OK[/]" if v["ok"] else "[bold red]FAILED[/]")
+    return table

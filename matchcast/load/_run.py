@@ -1,0 +1,375 @@
+"""One load run: connect probes and publishers, send, drain, and keep every figure.
+
+The probes subscribe before anything is sent; the run ends when every consumer has every
+event the sender published, or when nothing has arrived for ``drain_idle_s`` (what is still
+missing then is loss).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from events import BrokerError, MatchcastError, MessageSource, Publisher, Topics
+from matchcast.load._accounting import ConsumerAccount, LatencySeries, parse_probe_fields
+from matchcast.load._sender import Sender, SenderStats
+from matchcast.load._verify import collect_reported_states, verify_states
+from matchcast.load._workload import LoadShape, MatchTemplate
+
+__all__ = [
+    "ClientFactory",
+    "ConnectionHealth",
+    "LoadClient",
+    "LoadOptions",
+    "LoadRun",
+    "Progress",
+    "probe_filter",
+]
+
+_log = structlog.get_logger("matchcast.load")
+
+
+class LoadClient(Publisher, MessageSource, Protocol):
+    """A connection that both publishes and subscribes (both MQTT clients are one)."""
+
+
+#: Makes a client from a client id and a role (``pub``, ``probe``, ``verify``); entering it
+#: connects.
+ClientFactory = Callable[[str, str], AbstractAsyncContextManager[LoadClient]]
+
+
+@dataclass(frozen=True, slots=True)
+class LoadOptions:
+    """Everything about a run except the broker connection.
+
+    Attributes:
+        shape: the load shape.
+        topics: the topic tree.
+        subscribers: probe connections.
+        shared_group: put the probes in this shared subscription group (``$share/NAME/...``)
+            so together they act as one consumer; None for plain subscriptions, each probe a
+            consumer of its own.
+        publishers: publishing connections.
+        max_inflight: publishes awaiting the broker at once, per connection.
+        overrun_ms: a send later than this against its due time counts as a sender overrun.
+        drain_idle_s: after the last send, stop waiting once nothing arrived for this long.
+        drain_max_s: and in any case after this long.
+        verify_state: afterwards, compare the final state each consumer reported (see
+            :mod:`matchcast.load._verify`) with the truth for every match played to the end.
+        verify_timeout_s: how long to wait for the consumers' reports.
+        expect_consumers: consumer ids that must report (others are checked if they do).
+        shard: ``(i, n)``: this process is shard i of n. It sends matches i, i+n, i+2n, ...
+            of the run; its probes see every shard's matches, and it drains until the
+            broker goes quiet, so merged reports account every stream (see ``merge_reports``).
+        start_at: epoch seconds to start sending at, once connected and subscribed: shards
+            of one run start together, so no shard's probes miss another's first events.
+        reconnect: reconnect a probe whose connection dropped (counted; what it missed
+            meanwhile is loss).
+    """
+
+    shape: LoadShape
+    topics: Topics
+    subscribers: int = 1
+    shared_group: str | None = None
+    publishers: int = 1
+    max_inflight: int = 1000
+    overrun_ms: float = 10.0
+    drain_idle_s: float = 2.0
+    drain_max_s: float = 60.0
+    verify_state: bool = False
+    verify_timeout_s: float = 15.0
+    expect_consumers: tuple[str, ...] = ()
+    shard: tuple[int, int] | None = None
+    start_at: float | None = None
+    reconnect: bool = True
+
+
+def probe_filter(topics: Topics, shared_group: str | None) -> str:
+    """What a probe subscribes to: every match's events, in a shared group if asked."""
+    plain = topics.events("+")
+    return f"$share/{shared_group}/{plain}" if shared_group else plain
+
+
+@dataclass(slots=True)
+class ConnectionHealth:
+    """Connections of one kind (publishers or probes)."""
+
+    connect_ms: list[float] = field(default_factory=list)
+    failures: int = 0
+    failure_reasons: list[str] = field(default_factory=list)
+    disconnects: int = 0
+    reconnects: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A glance at a run in progress, for the live view."""
+
+    elapsed_s: float
+    matches_active: int
+    matches_started: int
+    sent_per_s: int
+    delivered_per_s: int
+    p99_ms: float
+    overruns: int
+    failures: int
+
+
+class LoadRun:
+    """One run; :meth:`run` does it, the attributes hold what it measured."""
+
+    def __init__(
+        self,
+        options: LoadOptions,
+        templates: Sequence[MatchTemplate],
+        factory: ClientFactory,
+        *,
+        wrap_publisher: Callable[[Publisher], Publisher] | None = None,
+        id_prefix: str = "",
+    ) -> None:
+        self.options = options
+        self.templates = list(templates)
+        self.factory = factory
+        self.wrap_publisher = wrap_publisher
+        self.id_prefix = id_prefix
+        self.first_index, self.index_step = options.shard or (0, 1)
+        self.probes = ConnectionHealth()
+        self.pubs = ConnectionHealth()
+        self.accounts: list[ConsumerAccount] = []
+        #: Every probe's latencies, by second (one series: only totals are reported).
+        self.latency = LatencySeries()
+        self.sender: Sender | None = None
+        self.last_rx = 0.0
+        self.first_rx = 0.0
+        self.ended = 0.0
+        self.verification: dict[str, Any] | None = None
+
+    @property
+    def stats(self) -> SenderStats:
+        """The sender's figures."""
+        assert self.sender is not None, "the run has not started"
+        return self.sender.stats
+
+    async def _connect(
+        self, stack: contextlib.AsyncExitStack, kind: str, n: int, health: ConnectionHealth
+    ) -> list[LoadClient]:
+        out = []
+        tag = self.options.shape.tag
+        for i in range(n):
+            client_id = f"mc-load-{tag}-{kind}-{self.first_index}-{i}"
+            t = time.monotonic()
+            try:
+                client = await stack.enter_async_context(self.factory(client_id, kind))
+            except (MatchcastError, OSError) as err:
+                health.failures += 1
+                health.failure_reasons.append(str(err))
+                _log.warning("connection.failed", kind=kind, client_id=client_id, error=str(err))
+                continue
+            health.connect_ms.append((time.monotonic() - t) * 1000)
+            out.append(client)
+        if n and not out:
+            reason = health.failure_reasons[-1] if health.failure_reasons else "?"
+            raise BrokerError("broker", f"no {kind} connection succeeded: {reason}")
+        return out
+
+    async def run(self) -> None:
+        """Connect, send, drain. Raises ``BrokerError`` if no connection at all succeeds."""
+        opts = self.options
+        async with contextlib.AsyncExitStack() as stack:
+            probes = await self._connect(stack, "probe", opts.subscribers, self.probes)
+            flt = probe_filter(opts.topics, opts.shared_group)
+            for probe in probes:
+                await probe.subscribe(flt, qos=opts.shape.qos)
+            if opts.shared_group:
+                group = ConsumerAccount(
+                    f"$share/{opts.shared_group}", members=len(probes), latency=self.latency
+                )
+                self.accounts = [group]
+                routes = [group] * len(probes)
+            else:
+                name = "probe-{}" if opts.shard is None else f"probe-{self.first_index}-{{}}"
+                self.accounts = [
+                    ConsumerAccount(name.format(i), latency=self.latency)
+                    for i in range(len(probes))
+                ]
+                routes = self.accounts
+            clients = await self._connect(stack, "pub", opts.publishers, self.pubs)
+            publishers: list[Publisher] = list(clients)
+            if self.wrap_publisher is not None:
+                publishers = [self.wrap_publisher(p) for p in publishers]
+            if opts.start_at is not None:
+                wait = opts.start_at - time.time()
+                if wait < 0:
+                    _log.warning("load.start_missed", late_s=round(-wait, 3))
+                await asyncio.sleep(max(wait, 0))
+            self.sender = sender = Sender(
+                self.templates,
+                opts.shape,
+                publishers,
+                topics=opts.topics,
+                max_inflight=opts.max_inflight,
+                overrun_ms=opts.overrun_ms,
+                id_prefix=self.id_prefix,
+                first_index=self.first_index,
+                index_step=self.index_step,
+            )
+            _log.info(
+                "load.started",
+                matches=opts.shape.matches,
+                subscribers=len(probes),
+                publishers=len(publishers),
+                qos=opts.shape.qos,
+            )
+            async with asyncio.TaskGroup() as tg:
+                readers = [
+                    tg.create_task(self._read(p, acc, i))
+                    for i, (p, acc) in enumerate(zip(probes, routes, strict=True))
+                ]
+                readers.append(tg.create_task(self._seal()))
+                try:
+                    await sender.run()
+                    await self._drain()
+                finally:
+                    for r in readers:
+                        r.cancel()
+            self.ended = time.monotonic()
+            if opts.verify_state:
+                await self._verify(stack)
+        _log.info("load.finished", events=self.stats.events, failures=self.stats.failures)
+
+    async def _seal(self) -> None:
+        """Compress the latencies of seconds past, so a long run's memory stays flat."""
+        while True:
+            await asyncio.sleep(1.0)
+            sender = self.sender
+            if sender is not None and sender.wall0:
+                second = int(time.time() - sender.wall0) - 2
+                self.latency.seal_before(second)
+                sender.stats.lateness.seal_before(second)
+
+    async def _verify(self, stack: contextlib.AsyncExitStack) -> None:
+        opts = self.options
+        stats = self.stats
+        [client] = await self._connect(stack, "verify", 1, ConnectionHealth())
+        truth = {m: stats.templates[m].final_state(m) for m in stats.completed}
+        reported = await collect_reported_states(
+            client,
+            opts.topics,
+            list(truth),
+            consumers=opts.expect_consumers,
+            timeout_s=opts.verify_timeout_s,
+        )
+        self.verification = verify_states(reported, truth)
+        _log.info("load.verified", ok=self.verification["ok"], matches=len(truth))
+
+    async def _drain(self) -> None:
+        opts = self.options
+        expected = self.stats.expected
+        start = time.monotonic()
+        self.last_rx = max(self.last_rx, time.time())
+        while True:
+            idle = time.time() - self.last_rx
+            complete = all(acc.complete(expected) for acc in self.accounts)
+            if complete and (opts.shard is None or idle >= opts.drain_idle_s):
+                return
+            now = time.monotonic()
+            if idle >= opts.drain_idle_s or now - start >= opts.drain_max_s:
+                _log.info("load.drain_gave_up", idle_s=round(idle, 2))
+                return
+            await asyncio.sleep(0.02)
+
+    async def _read(self, probe: MessageSource, account: ConsumerAccount, index: int) -> None:
+        """Account what ``probe`` receives; reconnect (and count it) if the connection drops."""
+        async with contextlib.AsyncExitStack() as stack:
+            while True:
+                try:
+                    await self._consume(probe, account)
+                except BrokerError as err:
+                    self.probes.disconnects += 1
+                    _log.warning("probe.disconnected", consumer=account.name, error=str(err))
+                else:
+                    return
+                if not self.options.reconnect:
+                    return
+                probe = await self._reconnect(stack, index)
+                self.probes.reconnects += 1
+
+    async def _reconnect(self, stack: contextlib.AsyncExitStack, index: int) -> LoadClient:
+        opts = self.options
+        client_id = f"mc-load-{opts.shape.tag}-probe-{self.first_index}-{index}"
+        delay = 0.05
+        while True:
+            t = time.monotonic()
+            try:
+                client = await stack.enter_async_context(self.factory(client_id, "probe"))
+                await client.subscribe(
+                    probe_filter(opts.topics, opts.shared_group), qos=opts.shape.qos
+                )
+            except (MatchcastError, OSError) as err:
+                self.probes.failures += 1
+                self.probes.failure_reasons.append(str(err))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            self.probes.connect_ms.append((time.monotonic() - t) * 1000)
+            _log.info("probe.reconnected", client_id=client_id)
+            return client
+
+    async def _consume(self, probe: MessageSource, account: ConsumerAccount) -> None:
+        prefix = self.options.topics.root + "/matches/"
+        cut = len(prefix)
+        async for message in probe.messages():
+            now = time.time()
+            topic = message.topic
+            if not topic.startswith(prefix) or not topic.endswith("/events"):
+                account.unexpected += 1
+                continue
+            try:
+                seq, scheduled = parse_probe_fields(message.payload)
+            except ValueError:
+                account.malformed += 1
+                continue
+            sender = self.sender
+            wall0 = sender.wall0 if sender is not None else now
+            latency = int((now - scheduled) * 1e6) if scheduled is not None else 0
+            account.record(topic[cut:-7], seq, int(now - wall0), latency)
+            if not self.first_rx:
+                self.first_rx = now
+            self.last_rx = now
+
+    def progress(self) -> Progress:
+        """The run at a glance, for the live view."""
+        sender = self.sender
+        if sender is None or not sender.mono0:
+            return Progress(0.0, 0, 0, 0, 0, 0.0, 0, 0)
+        stats = sender.stats
+        elapsed = time.monotonic() - sender.mono0
+        sec = max(int(elapsed) - 1, 0)
+        delivered = self.latency.count(sec)
+        p99 = 0.0
+        counts = self.latency.counts(sec)
+        total = sum(counts.values())
+        if total:
+            running, limit = 0, total * 0.99
+            for v in sorted(counts):
+                running += counts[v]
+                if running >= limit:
+                    p99 = v / 1000
+                    break
+        return Progress(
+            elapsed_s=elapsed,
+            matches_active=stats.matches_started - stats.matches_completed,
+            matches_started=stats.matches_started,
+            sent_per_s=stats.sent.get(sec, 0),
+            delivered_per_s=delivered,
+            p99_ms=p99,
+            overruns=stats.overruns,
+            failures=stats.failures,
+        )

@@ -1,0 +1,112 @@
+"""Shards of one run merge into the report one process would have written."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from events import Topics
+from matchcast.load import (
+    LoadOptions,
+    LoadRun,
+    LoadShape,
+    MatchTemplate,
+    MergeError,
+    StreamStats,
+    build_report,
+    merge_reports,
+    write_chart,
+)
+from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.testing import Mosquitto
+from simulator import resolve_matches
+
+TEMPLATE = MatchTemplate.build(resolve_matches("semifinal")[0])
+N = len(TEMPLATE)
+
+
+def test_stream_stats_survive_the_wire_and_merge_as_a_union() -> None:
+    a, b = StreamStats(), StreamStats()
+    for seq in (1, 2, 4):
+        a.record(seq)
+    for seq in (2, 3, 3):
+        b.record(seq)
+    back = StreamStats.from_wire(json.loads(json.dumps(a.to_wire())))
+    assert (back.received, back.unique, back.max_seq) == (3, 3, 4)
+    back.merge(b)
+    assert back.received == 6
+    assert back.unique == 4
+    assert back.duplicates == 2  # 2 seen by both, 3 twice in b
+    assert back.missing(5) == [5]
+
+
+def test_merge_refuses_reports_without_streams() -> None:
+    with pytest.raises(MergeError, match="--shard"):
+        merge_reports([{"kind": "matchcast-load-report", "format": 1, "streams": None}])
+    with pytest.raises(MergeError, match="no reports"):
+        merge_reports([])
+
+
+@pytest.mark.mosquitto
+async def test_two_shards_merge_with_exact_counts_and_histograms(
+    mosquitto_url: BrokerURL, topics: Topics, tmp_path: Path
+) -> None:
+    k = 5
+    start_at = time.time() + 0.5
+
+    def shard(i: int) -> LoadRun:
+        shape = LoadShape(matches=len(range(i, k, 2)), qos=1, states=False, tag="t1",
+                          total_matches=k)  # fmt: skip
+        opts = LoadOptions(shape=shape, topics=topics, subscribers=1, shard=(i, 2),
+                           start_at=start_at, drain_idle_s=0.5)  # fmt: skip
+        return LoadRun(opts, [TEMPLATE], lambda cid, role: MqttClient(mosquitto_url, client_id=cid))
+
+    runs = [shard(0), shard(1)]
+    await asyncio.gather(*(r.run() for r in runs))
+    reports = [build_report(r, {"matches": r.options.shape.matches}, streams=True) for r in runs]
+    merged = merge_reports(json.loads(json.dumps(reports)))
+    d = merged["delivery"]
+    assert len(d["consumers"]) == 2  # one probe per shard, each sees every match
+    assert d["expected"] == d["received"] == d["unique"] == 2 * k * N
+    assert d["lost"] == d["duplicates"] == 0
+    assert merged["sender"]["events_published"] == k * N
+    assert len(merged["expected_last_seq"]) == k
+    assert merged["latency_ms"]["count"] == 2 * k * N
+    assert sum(row["delivered"] for row in merged["per_second"]) == 2 * k * N
+    assert merged["parameters"]["matches"] == k
+    write_chart(merged, tmp_path / "chart.png")
+    assert (tmp_path / "chart.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.mosquitto
+def test_workers_and_merge_from_the_command_line(mosquitto: Mosquitto, tmp_path: Path) -> None:
+    def matchcast(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "matchcast", "load", *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "MATCHCAST_BROKER": mosquitto.url},
+            timeout=120,
+            check=False,
+        )
+
+    root = f"mctest-workers-{tmp_path.name}"
+    out = tmp_path / "w.json"
+    r = matchcast("--workers", "2", "--matches", "3", "--subscribers", "2", "--qos", "1",
+                  "--root", root, "--no-progress", "--report", str(out))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    report = json.loads(out.read_text())
+    assert report["parameters"]["workers"] == 2
+    assert report["delivery"]["expected"] == report["delivery"]["received"] == 3 * N * 2
+    assert report["delivery"]["lost"] == 0
+    again = tmp_path / "again.json"
+    bad = matchcast("merge", str(out), "--report", str(again))
+    assert bad.returncode == 2
+    assert "--shard" in bad.stderr

@@ -1,0 +1,169 @@
+"""--verify-state catches a consumer that lost a goal; the runner's metrics are exposed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+
+from consumers import Runner, Subscriber
+from events import BaseEvent, Event, Goal, MatchState, Topics
+from matchcast.broker import free_port
+from matchcast.load import (
+    LoadOptions,
+    LoadRun,
+    LoadShape,
+    MatchTemplate,
+    RunnerMetrics,
+    StateReporter,
+    build_report,
+    run_consumer,
+    verify_states,
+)
+from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.testing import Mosquitto
+from simulator import resolve_matches
+
+TEMPLATE = MatchTemplate.build(resolve_matches("semifinal")[0])
+
+
+def test_verify_flags_wrong_score_missing_goal_and_missing_match() -> None:
+    truth = {m: TEMPLATE.final_state(m) for m in ("a", "b", "c")}
+    bad = truth["b"].model_copy(update={"goals": truth["b"].goals[1:]})
+    report = verify_states({"good": truth, "bad": {"a": truth["a"], "b": bad}}, truth)
+    assert not report["ok"]
+    by_name = {c["consumer"]: c for c in report["consumers"]}
+    assert by_name["good"]["right"] == 3
+    assert (by_name["bad"]["right"], by_name["bad"]["wrong"], by_name["bad"]["missing"]) == (
+        1,
+        1,
+        1,
+    )
+    [wrong] = by_name["bad"]["wrong_sample"]
+    assert wrong["match_id"] == "b"
+    assert wrong["missing_goals"] == [truth["b"].goals[0].goal_id]
+    assert verify_states({"good": truth}, truth)["ok"]
+    assert not verify_states({}, truth)["ok"], "no consumer reporting is not a pass"
+
+
+def _goal_dropper(reporter: StateReporter) -> Subscriber:
+    """A faulty consumer: it loses the first goal of every match."""
+    sub = Subscriber("drops-a-goal")
+    dropped: set[str] = set()
+
+    @sub.on(BaseEvent)
+    async def handle(event: Event, _state: MatchState) -> None:
+        if isinstance(event, Goal) and event.match_id not in dropped:
+            dropped.add(event.match_id)
+            return
+        await reporter.handle(event)
+
+    return sub
+
+
+@pytest.mark.mosquitto
+async def test_verify_state_catches_the_consumer_that_dropped_a_goal(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    k = 3
+    async with MqttClient(mosquitto_url) as good_conn, MqttClient(mosquitto_url) as bad_conn:
+        metrics = RunnerMetrics()
+        good_ready = asyncio.Event()
+        good = asyncio.ensure_future(
+            run_consumer(good_conn, topics, "good", metrics=metrics, ready=good_ready)
+        )
+        bad_runner = Runner([_goal_dropper(StateReporter(bad_conn, topics, "bad"))], topics=topics)
+        bad = asyncio.ensure_future(bad_runner.run(bad_conn))
+        await good_ready.wait()
+        await bad_runner.subscribed.wait()
+        options = LoadOptions(
+            shape=LoadShape(matches=k, qos=1, states=True),
+            topics=topics,
+            subscribers=1,
+            verify_state=True,
+            expect_consumers=("good", "bad"),
+        )
+        run = LoadRun(
+            options, [TEMPLATE], lambda cid, role: MqttClient(mosquitto_url, client_id=cid)
+        )
+        await run.run()
+        good.cancel()
+        bad_runner.stop()
+        await bad
+        summary: dict[str, Any] | None = None
+        with pytest.raises(asyncio.CancelledError):
+            summary = await good
+        assert summary is None
+    report = build_report(run, {})
+    v = report["verification"]
+    assert v is not None
+    assert not v["ok"]
+    by_name = {c["consumer"]: c for c in v["consumers"]}
+    assert by_name["good"] == {**by_name["good"], "right": k, "wrong": 0, "missing": 0}
+    assert by_name["bad"]["wrong"] == k
+    assert all(w["missing_goals"] for w in by_name["bad"]["wrong_sample"])
+    text = generate_latest(metrics.registry).decode()
+    assert 'matchcast_consumer_events_handled_total{subscriber="state-reporter-good"} ' in text
+    assert "matchcast_consumer_handler_seconds_bucket" in text
+    assert "matchcast_consumer_lag_seconds_count" in text
+    assert "matchcast_consumer_runner_handled_total" in text
+    assert "matchcast_consumer_queue_depth" in text
+    assert metrics.summary()["handled"] >= k * len(TEMPLATE)
+
+
+def test_metrics_are_served_over_http() -> None:
+    metrics = RunnerMetrics()
+    metrics.watch(Runner([]))
+    port = free_port()
+    metrics.serve(port)
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    assert "matchcast_consumer_queue_depth 0.0" in body
+
+
+@pytest.mark.mosquitto
+def test_consume_and_load_verify_state_from_the_command_line(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """`matchcast load-consumer` reports its states and serves metrics; `load --verify-state` passes."""
+    root = f"mctest-consume-{tmp_path.name}"
+    port = free_port()
+    env = {**os.environ, "MATCHCAST_BROKER": mosquitto.url}
+    consumer = subprocess.Popen(
+        [sys.executable, "-m", "matchcast", "load-consumer", "--consumer-id", "c1", "--root", root,
+         "--idle-exit", "3", "--metrics-port", str(port), "--log-format", "json"],
+        stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert consumer.stderr is not None
+        for line in consumer.stderr:
+            if "consumer.started" in line:
+                break
+        out = tmp_path / "r.json"
+        load = subprocess.run(
+            [sys.executable, "-m", "matchcast", "load", "--matches", "2", "--qos", "1",
+             "--root", root, "--verify-state", "--expect-consumer", "c1", "--no-progress",
+             "--report", str(out)],
+            capture_output=True, text=True, env=env, timeout=120, check=False,
+        )  # fmt: skip
+        assert load.returncode == 0, load.stdout + load.stderr
+        assert "verify-state" in load.stdout
+        v = json.loads(out.read_text())["verification"]
+        assert v["ok"]
+        assert v["consumers"][0]["right"] == 2
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+        assert b'matchcast_consumer_events_handled_total{subscriber="state-reporter-c1"}' in body
+        rest = consumer.communicate(timeout=30)[1]
+        assert consumer.returncode == 0
+        assert "consumer.finished" in rest
+        assert '"handler_ms"' in rest
+    finally:
+        consumer.kill()
+        consumer.wait()
