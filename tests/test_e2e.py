@@ -232,3 +232,14 @@ async def test_mosquitto_sub_sees_the_event_stream_and_state(
     assert [s.last_seq for s in states] == list(range(1, len(EXPECTED) + 1))
     assert states[-1].scoreline == "ARG 2-1 ENG"
     assert json.loads(by_topic[topics.status("cli")][0])["status"] == "online"
+
+
+@pytest.mark.mosquitto
+@pytest.mark.parametrize("qos", [0, 1, 2])
+async def test_every_qos_delivers_the_whole_match_at_max_speed(
+    mosquitto_url: BrokerURL, topics: Topics, qos: int
+) -> None:
+    got = await _replay_and_collect(
+        mosquitto_url, ReplayOptions(speed=None, topics=topics, qos=qos)
+    )
+    assert [e.seq for _, e in got] == list(range(1, len(EXPECTED) + 1))
