@@ -79,7 +79,8 @@ async def _measure(
     done: asyncio.Future[float] = asyncio.get_running_loop().create_future()
     counter = asyncio.create_task(_count(url, f"{topics.root}/#", expected, ready, done))
     await ready.wait()
-    async with MqttClient(url, max_inflight=max(inflight, 20), protocol=PROTOCOL) as client:
+    # the client settings of run_replay: 20 on the wire (the broker's receive maximum)
+    async with MqttClient(url, max_inflight=20, protocol=PROTOCOL) as client:
         start = time.perf_counter()
         if kind == "replay":
             replayer = Replayer(
