@@ -181,6 +181,10 @@ class Replayer:
         self.options = options or ReplayOptions()
         self.clock: Clock = clock or MonotonicClock()
         self.wall_now = wall_now
+        #: At maximum speed, the messages awaiting acknowledgement across *all* the matches
+        #: this replayer runs: one window per connection, not per match, or a hundred matches
+        #: queue thousands of publishes behind one client and time out.
+        self.window = asyncio.Semaphore(self.options.max_inflight)
 
     async def run(self, match: Match | Recording, *, delay_s: float = 0.0) -> ReplayReport:
         """Replay ``match`` (a match file, or a recording) from ``options.start`` to the end.
@@ -286,6 +290,7 @@ class _Run:
         self.options = replayer.options
         self.clock = replayer.clock
         self.wall_now = replayer.wall_now
+        self.shared_window = replayer.window
         self.events = events
         self.states = states
         self.offsets = offsets
@@ -307,8 +312,9 @@ class _Run:
         report = self.report
         match_id = report.match_id
         events_topic, state_topic = opts.topics.events(match_id), opts.topics.state(match_id)
-        size = opts.max_inflight if opts.speed is None else 2
-        window = asyncio.Semaphore(size)
+        # Timed: each match waits for its own event and state, so matches keep their schedules.
+        window = self.shared_window if opts.speed is None else asyncio.Semaphore(2)
+        sends: set[asyncio.Task[None]] = set()
         self.unacked.clear()
         async with asyncio.TaskGroup() as tg:
             watcher = tg.create_task(pub.wait_lost()) if isinstance(pub, Reconnectable) else None
@@ -335,7 +341,11 @@ class _Run:
                     (state_topic, encode_state(state), True, _state_props(state)),
                 ):
                     await window.acquire()
-                    tg.create_task(self._send(window, event.seq, topic, payload, retain, props))
+                    send = tg.create_task(
+                        self._send(window, event.seq, topic, payload, retain, props)
+                    )
+                    sends.add(send)
+                    send.add_done_callback(sends.discard)
                 report.lateness_s.append(late if opts.speed is not None else 0.0)
                 report.published += 1
                 report.first_seq = report.first_seq or event.seq
@@ -352,8 +362,8 @@ class _Run:
                         clock=event.clock.label,
                         score=state.scoreline,
                     )
-            for _ in range(size):  # every message acknowledged
-                await window.acquire()
+            if sends:  # every message of this match acknowledged
+                await asyncio.wait(sends)
             if watcher is not None:
                 watcher.cancel()
 

@@ -243,3 +243,20 @@ async def test_every_qos_delivers_the_whole_match_at_max_speed(
         mosquitto_url, ReplayOptions(speed=None, topics=topics, qos=qos)
     )
     assert [e.seq for _, e in got] == list(range(1, len(EXPECTED) + 1))
+
+
+@pytest.mark.mosquitto
+async def test_many_matches_at_max_speed_share_one_window_and_all_finish(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    """A hundred matches on one connection: the in-flight window is per connection, so
+    nothing queues behind the client long enough to time out."""
+    matches = resolve_matches("sim:1-100")
+    reports = await run_replay(matches, mosquitto_url, ReplayOptions(speed=None, topics=topics))
+    assert len(reports) == 100
+    for match, report in zip(matches, reports, strict=True):
+        assert report.final_state is not None
+        assert report.final_state.status == "finished"
+        assert report.final_state.score == match.final_score()
+    final = await _retained_state(mosquitto_url, topics.state(matches[-1].match_id))
+    assert final.score == matches[-1].final_score()
