@@ -9,7 +9,7 @@ import pytest
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from events import Event, MatchClock, Topics, decode_event, decode_state
+from events import BrokerError, Event, MatchClock, Topics, decode_event, decode_state
 from matchcast.app import run_replay
 from matchcast.mqtt import BrokerURL, MqttClient
 from matchcast.testbroker import FaultProxy, Mosquitto, mosquitto_binary
@@ -329,3 +329,27 @@ async def test_a_slow_consumer_past_the_broker_queue_limit_is_repaired_and_other
         "Enzo Fernández",
         "Lautaro Martínez",
     ]
+
+
+async def test_added_latency_delays_but_loses_nothing(mosquitto: Mosquitto) -> None:
+    import time
+
+    async with FaultProxy("127.0.0.1", mosquitto.port) as proxy:
+        client = MqttClient(BrokerURL("127.0.0.1", proxy.port))
+        async with client:
+            proxy.latency = 0.2
+            t0 = time.monotonic()
+            await client.publish("mctest/latency", b"{}", qos=1)  # PUBLISH there, PUBACK back
+            assert time.monotonic() - t0 >= 0.35
+
+
+async def test_a_black_hole_times_out_with_a_clear_error_instead_of_hanging(
+    mosquitto: Mosquitto,
+) -> None:
+    async with FaultProxy("127.0.0.1", mosquitto.port) as proxy:
+        proxy.blackhole = True
+        client = MqttClient(BrokerURL("127.0.0.1", proxy.port), connect_timeout=1)
+        with pytest.raises(BrokerError, match="cannot connect"):
+            async with asyncio.timeout(10), client:
+                pass
+        assert proxy.connections >= 1
