@@ -519,13 +519,18 @@ class Runner:
         seq = event.seq if event else state.last_seq
         outcome: Literal["ok", "error", "timeout"] = "ok"
         error: BaseException | None = None
-        deadline = asyncio.timeout(timeout)
+        deadline: asyncio.Timeout | None = None
         try:
-            async with deadline:
-                await self._invoke(fn, name, args, state.match_id, seq)
+            result = self._invoke(fn, name, args, state.match_id, seq)
+            if inspect.isawaitable(result):
+                # Only a coroutine can be timed out; a sync handler has returned already
+                # (and a long one is reported as blocking the loop).
+                deadline = asyncio.timeout(timeout)
+                async with deadline:
+                    await result
         except Exception as err:
             error = err
-            if isinstance(err, TimeoutError) and deadline.expired():
+            if isinstance(err, TimeoutError) and deadline is not None and deadline.expired():
                 outcome = "timeout"
                 self.stats.handler_timeouts += 1
                 _log.error(
@@ -556,9 +561,9 @@ class Runner:
                 _log.exception("consumer.observer_failed", handler=name)
 
     @staticmethod
-    async def _invoke(
+    def _invoke(
         fn: _Fn, name: str, args: tuple[object, ...], match_id: str, seq: int
-    ) -> None:
+    ) -> Awaitable[None] | None:
         t0 = time.monotonic()
         result = fn(*args)
         blocked = time.monotonic() - t0
@@ -571,5 +576,4 @@ class Runner:
                 blocked_s=round(blocked, 3),
                 hint="a sync handler stalls every match; make it async (asyncio.to_thread)",
             )
-        if inspect.isawaitable(result):
-            await result
+        return result

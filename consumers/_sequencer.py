@@ -156,18 +156,24 @@ class Sequencer:
     def _sequence(self, event: Event) -> list[Delivery]:
         state = self.state
         assert state is not None
-        log = _log.bind(match_id=self.match_id, seq=event.seq)
         check = check_sequence(state, event.seq)
         if check.kind == "duplicate":
             self.stats.duplicates += 1
-            log.debug("event.duplicate_dropped", last_seq=state.last_seq)
+            _log.debug(
+                "event.duplicate_dropped",
+                match_id=self.match_id,
+                seq=event.seq,
+                last_seq=state.last_seq,
+            )
             return []
         if check.kind == "gap":
             self.stats.gaps += 1
             self.stats.missing += len(check.missing)
             self.resync_from = event.seq
-            log.warning(
+            _log.warning(
                 "sequence.gap_detected",
+                match_id=self.match_id,
+                seq=event.seq,
                 missing_from=check.missing.start,
                 missing_to=check.missing.stop - 1,
                 missing=len(check.missing),
