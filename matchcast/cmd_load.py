@@ -16,6 +16,8 @@ from typing import Annotated, Any
 
 import typer
 
+from matchcast.cli import CaFileOpt, CertFileOpt, KeyFileOpt, TlsInsecureOpt
+
 __all__ = ["register"]
 
 
@@ -88,6 +90,10 @@ def load(
         str | None,
         typer.Option("--broker", "-b", help="mqtt://host:port; default $MATCHCAST_BROKER."),
     ] = None,
+    ca_file: CaFileOpt = None,
+    cert_file: CertFileOpt = None,
+    key_file: KeyFileOpt = None,
+    tls_insecure: TlsInsecureOpt = False,
     spawn_mosquitto: Annotated[
         bool, typer.Option("--spawn-mosquitto", help="Start a mosquitto of our own to test.")
     ] = False,
@@ -276,7 +282,9 @@ def load(
     }
     console = Console(stderr=True)
     with _spawned(spawn_mosquitto) as spawned_url:
-        url = cli._broker(spawned_url or broker)
+        url = cli._connection_options(
+            spawned_url or broker, ca_file, cert_file, key_file, tls_insecure
+        )
         if url is None:
             msg = "matchcast load needs --broker URL (or $MATCHCAST_BROKER, or --spawn-mosquitto)"
             cli._fail(msg, 2)
@@ -452,6 +460,10 @@ def consume(
         str | None,
         typer.Option("--broker", "-b", help="mqtt://host:port; default $MATCHCAST_BROKER."),
     ] = None,
+    ca_file: CaFileOpt = None,
+    cert_file: CertFileOpt = None,
+    key_file: KeyFileOpt = None,
+    tls_insecure: TlsInsecureOpt = False,
     root: Annotated[str, typer.Option("--root", help="Topic root.")] = "matchcast-load",
     shared_group: Annotated[
         str | None, typer.Option("--shared-group", help="Join $share/NAME/... (a consumer group).")
@@ -485,7 +497,7 @@ def consume(
 
     cli._setup_logs(log_format, max(verbose, 1), quiet_default=True)
     topics = cli._topics(root)
-    url = cli._broker(broker)
+    url = cli._connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
     if url is None:
         cli._fail("matchcast load-consumer needs --broker URL (or $MATCHCAST_BROKER)", 2)
     metrics = RunnerMetrics()

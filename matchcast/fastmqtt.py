@@ -132,7 +132,10 @@ class FastClient:
         self._lost = loop.create_future()
         tls = self._tls
         if self.url.tls and tls is None:
-            tls = ssl.create_default_context()
+            # the --ca-file/--cert-file/--key-file/--tls-insecure options ride on the URL
+            context = getattr(self.url, "context", None)
+            tls = context() if context is not None else None
+            tls = tls or ssl.create_default_context()
         try:
             async with asyncio.timeout(self._timeout):
                 transport, _ = await loop.create_connection(

@@ -131,3 +131,32 @@ def test_the_cli_takes_the_client_certificate(mtls_broker: Mosquitto, certs: Cer
         str(certs.client_key),
     )
     assert code == 0, err
+
+
+@pytest.mark.parametrize("client", ["fast", "aiomqtt"])
+def test_load_over_tls_with_the_ca_file(
+    tls_broker: Mosquitto, certs: Certs, tmp_path: Path, client: str
+) -> None:
+    import json
+
+    report = tmp_path / "r.json"
+    result = run_cli(
+        "load", "--broker", f"mqtts://127.0.0.1:{tls_broker.port}", "--ca-file", str(certs.ca),
+        "--client", client, "--matches", "2", "--subscribers", "1", "--speed", "max",
+        "--report", str(report), "--log-format", "json",
+    )  # fmt: skip
+    assert result.code == 0, result.stderr
+    figures = json.loads(report.read_text())
+    assert figures["parameters"]["client"] == client
+    assert figures["delivery"]["expected"] == 2 * 106
+    assert figures["delivery"]["received"] == figures["delivery"]["expected"]
+    assert figures["delivery"]["lost"] == 0
+
+
+def test_load_without_the_ca_is_one_clear_line(tls_broker: Mosquitto) -> None:
+    result = run_cli(
+        "load", "--broker", f"mqtts://127.0.0.1:{tls_broker.port}", "--matches", "1",
+        "--subscribers", "1", "--speed", "max", "--log-format", "json",
+    )  # fmt: skip
+    assert result.code != 0
+    assert "Traceback" not in result.stderr
