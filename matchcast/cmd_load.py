@@ -18,6 +18,17 @@ import typer
 
 from matchcast.cli import CaFileOpt, CertFileOpt, KeyFileOpt, TlsInsecureOpt
 
+#: Unlike the other commands, a load test never falls back to the embedded broker.
+_BrokerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--broker",
+        "-b",
+        help="mqtt://\\[user:pass@]host:port or mqtts://...; default $MATCHCAST_BROKER.",
+        show_default=False,
+    ),
+]
+
 __all__ = ["register"]
 
 
@@ -86,10 +97,7 @@ def load(
             show_default=False,
         ),
     ] = None,
-    broker: Annotated[
-        str | None,
-        typer.Option("--broker", "-b", help="mqtt://host:port; default $MATCHCAST_BROKER."),
-    ] = None,
+    broker: _BrokerOpt = None,
     ca_file: CaFileOpt = None,
     cert_file: CertFileOpt = None,
     key_file: KeyFileOpt = None,
@@ -456,10 +464,7 @@ def consume(
     consumer_id: Annotated[
         str, typer.Option("--consumer-id", help="This consumer's name in reports and topics.")
     ] = "consumer-1",
-    broker: Annotated[
-        str | None,
-        typer.Option("--broker", "-b", help="mqtt://host:port; default $MATCHCAST_BROKER."),
-    ] = None,
+    broker: _BrokerOpt = None,
     ca_file: CaFileOpt = None,
     cert_file: CertFileOpt = None,
     key_file: KeyFileOpt = None,
