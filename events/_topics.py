@@ -6,6 +6,7 @@ Under a root (default ``matchcast``)::
     {root}/matches/{match_id}/state      MatchState after each event    QoS 1, retained
     {root}/replayers/{replayer_id}/status  online/offline (last will)   QoS 1, retained
     {root}/deadletter/{consumer}         messages a consumer rejected   QoS 1, not retained
+    {root}/consumers/{consumer}/state/{match_id}  a consumer's own final state, retained
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ class Topics:
     def deadletter(self, consumer: str = "+") -> str:
         """Where a consumer puts a copy of each message it rejected, with the reason."""
         return f"{self.root}/deadletter/{consumer}"
+
+    def consumer_state(self, consumer: str = "+", match_id: str = "+") -> str:
+        """Where a consumer reports the state it arrived at for a match (load --verify-state)."""
+        return f"{self.root}/consumers/{consumer}/state/{match_id}"
 
     def parse(self, topic: str) -> tuple[TopicKind, str] | None:
         """``(kind, id)`` for a topic of this tree, or None for anything else."""

@@ -48,12 +48,12 @@ _log = structlog.get_logger("matchcast.load.verify")
 
 def consumer_state_topic(topics: Topics, consumer_id: str, match_id: str) -> str:
     """Where consumer ``consumer_id`` reports its final state of ``match_id`` (retained)."""
-    return f"{topics.root}/consumers/{consumer_id}/state/{match_id}"
+    return topics.consumer_state(consumer_id, match_id)
 
 
 def consumer_state_filter(topics: Topics) -> str:
     """Every consumer's reported state of every match."""
-    return f"{topics.root}/consumers/+/state/+"
+    return topics.consumer_state()
 
 
 class StateReporter:
