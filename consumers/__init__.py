@@ -3,6 +3,7 @@
 Depends on :mod:`events`; never on :mod:`simulator`. See docs/subscribers.md.
 """
 
+from consumers._deadletter import DeadLetter
 from consumers._errors import PluginError
 from consumers._plugins import (
     ENTRY_POINT_GROUP,
@@ -32,6 +33,7 @@ from consumers.stats import Stats
 from consumers.ticker import Ticker
 
 __all__ = [
+    "DeadLetter",
     "ENTRY_POINT_GROUP",
     "Handler",
     "HandlerCall",

@@ -16,11 +16,8 @@ state through ``on_state`` and the lane carries on live. Other matches never wai
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import datetime as dt
 import inspect
-import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -29,11 +26,11 @@ from typing import Literal, Self
 
 import structlog
 
+from consumers._deadletter import DeadLetter
 from consumers._errors import PluginError
 from consumers._sequencer import Delivery, RunnerStats, Sequencer
 from consumers._subscriber import Subscriber, call_handler, handler_name
 from events import (
-    MAX_PAYLOAD_BYTES,
     DecodeError,
     Event,
     MatchcastError,
@@ -416,15 +413,7 @@ class Runner:
         """Copy a rejected message, with the reason, to the dead-letter topic (best effort)."""
         if self.dead_letters is None:
             return
-        body = json.dumps(
-            {
-                "consumer": self.name,
-                "topic": message.topic,
-                "reason": reason,
-                "payload_base64": base64.b64encode(message.payload[:MAX_PAYLOAD_BYTES]).decode(),
-                "received_at": dt.datetime.now(dt.UTC).isoformat(),
-            }
-        ).encode()
+        body = DeadLetter.of(self.name, message, reason).model_dump_json().encode()
         topic = self.topics.deadletter(self.name)
         publisher = self.dead_letters
 
