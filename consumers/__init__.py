@@ -33,8 +33,8 @@ from consumers.stats import Stats
 from consumers.ticker import Ticker
 
 __all__ = [
-    "DeadLetter",
     "ENTRY_POINT_GROUP",
+    "DeadLetter",
     "Handler",
     "HandlerCall",
     "Hook",

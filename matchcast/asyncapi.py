@@ -1,7 +1,8 @@
 """The topic API as an AsyncAPI 3.0 document, generated from the code.
 
 :func:`asyncapi_document` builds it from :class:`events.Topics` (addresses), the pydantic
-models (payload schemas: the event union, the state snapshot, the replayer status), the
+models (payload schemas: the event union, the state snapshot, the replayer status, dead
+letters), the
 replayer's defaults (QoS, retain, message expiry) and :data:`events.SCHEMA_VERSION`. Nothing in
 it is written by hand except prose, so it cannot drift from what goes on the wire.
 
@@ -23,6 +24,7 @@ from typing import Any, Literal
 
 import yaml
 
+from consumers import DeadLetter
 from events import (
     CONTENT_TYPE,
     SCHEMA_VERSION,
@@ -71,6 +73,11 @@ def _parameters() -> dict[str, dict[str, Any]]:
             "description": f"The match id. {match_id}. Subscribers put the single-level "
             "wildcard `+` here to receive every match.",
             "examples": [example_state().match_id],
+        },
+        "consumer": {
+            "description": "A consumer's name: `Runner(name=...)` for its dead letters, "
+            "`--consumer-id` of `matchcast load-consumer` for its reported states.",
+            "examples": ["scoreboard"],
         },
         "replayer_id": {
             "description": "The replayer's id, `--replayer-id` (default `replayer-` and 8 hex "
@@ -137,7 +144,7 @@ def component_schemas() -> dict[str, Any]:
     )
     for name, schema in defs.items():
         _add(schemas, name, _walk_refs(schema, rename))
-    for model in (MatchState, ReplayerStatus):
+    for model in (MatchState, ReplayerStatus, DeadLetter):
         schema = model.model_json_schema(ref_template=_SCHEMAS + "{model}")
         for name, sub in schema.pop("$defs", {}).items():
             _add(schemas, name, sub)
@@ -219,6 +226,27 @@ def _messages() -> dict[str, Any]:
             for s in ("online", "offline")
         ],
     }
+    messages["deadletter"] = {
+        "name": "deadletter",
+        "title": "DeadLetter",
+        "summary": _summary(DeadLetter.__doc__),
+        "contentType": CONTENT_TYPE,
+        "payload": {"$ref": _SCHEMAS + "DeadLetter"},
+        "bindings": _mqtt_message_binding(),
+        "examples": [
+            {
+                "name": "not-json",
+                "payload": {
+                    "consumer": "scoreboard",
+                    "topic": "matchcast/matches/wc2026-sf-arg-eng/events",
+                    "reason": "not JSON: Expecting property name enclosed in double quotes: "
+                    "line 1 column 2 (char 1)",
+                    "payload_base64": "e25vdCBqc29u",
+                    "received_at": "2026-07-15T20:12:31.000000Z",
+                },
+            }
+        ],
+    }
     messages["event"] = {
         "name": "event",
         "title": "Event",
@@ -257,6 +285,69 @@ def _channels() -> dict[str, Any]:
             },
         }
     return channels
+
+
+#: Topics consumers write (not the replayer): ``(channel id, address, title, description,
+#: message, retained)``.
+_CONSUMER_CHANNELS: tuple[tuple[str, str, str, str, str, bool], ...] = (
+    (
+        "deadLetters",
+        Topics("{root}").deadletter("{consumer}"),
+        "Dead letters",
+        "A copy of each message a consumer rejected (not JSON, wrong shape, unknown type, "
+        "another schema version, oversize, an implausible seq, a match id that is not the "
+        "topic's), with the reason. QoS 1, not retained.",
+        "deadletter",
+        False,
+    ),
+    (
+        "consumerState",
+        Topics("{root}").consumer_state("{consumer}", "{match_id}"),
+        "Consumer state",
+        "The state a consumer arrived at for a match, folded from the events it handled, "
+        "published at full time, retained: `matchcast load --verify-state` compares it with "
+        "the true result. QoS 1, retained.",
+        "state",
+        True,
+    ),
+)
+
+
+def _consumer_channels() -> dict[str, Any]:
+    return {
+        cid: {
+            "address": address,
+            "title": title,
+            "description": description,
+            "parameters": {
+                p: {"$ref": f"#/components/parameters/{p}"}
+                for p in ("root", "consumer", "match_id")
+                if "{" + p + "}" in address
+            },
+            "messages": {message: {"$ref": f"#/components/messages/{message}"}},
+        }
+        for cid, address, title, description, message, _ in _CONSUMER_CHANNELS
+    }
+
+
+def _consumer_operations() -> dict[str, Any]:
+    operations: dict[str, Any] = {}
+    for cid, _, title, _, message, retain in _CONSUMER_CHANNELS:
+        ref = f"#/channels/{cid}"
+        suffix = f"{cid[0].upper()}{cid[1:]}"
+        for action, verb, tag, binding in (
+            ("send", "Publish", "consumer", {"qos": 1, "retain": retain}),
+            ("receive", "Receive", "tools", {"qos": 1}),
+        ):
+            operations[f"{action}{suffix}"] = {
+                "action": action,
+                "channel": {"$ref": ref},
+                "title": f"{verb} {title.lower()}",
+                "tags": [{"name": tag}],
+                "messages": [{"$ref": f"{ref}/messages/{message}"}],
+                "bindings": {"mqtt": {**binding, "bindingVersion": MQTT_BINDING_VERSION}},
+            }
+    return operations
 
 
 def _operation_binding(spec: ChannelSpec, action: str) -> dict[str, Any]:
@@ -382,12 +473,18 @@ def asyncapi_document() -> dict[str, Any]:
             "tags": [
                 {"name": "replayer", "description": "What `matchcast replay` publishes."},
                 {"name": "subscriber", "description": "What a subscriber receives."},
+                {
+                    "name": "consumer",
+                    "description": "What a consumer (`matchcast consume`, "
+                    "`load-consumer`) publishes about itself.",
+                },
+                {"name": "tools", "description": "Monitoring and `matchcast load --verify-state`."},
             ],
         },
         "defaultContentType": CONTENT_TYPE,
         "servers": _servers(),
-        "channels": _channels(),
-        "operations": _operations(),
+        "channels": {**_channels(), **_consumer_channels()},
+        "operations": {**_operations(), **_consumer_operations()},
         "components": {
             "schemas": component_schemas(),
             "messages": _messages(),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
@@ -16,6 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 import matchcast.app
+from consumers import DeadLetter
 from events import (
     CONTENT_TYPE,
     MessageProps,
@@ -238,6 +240,9 @@ def test_examples_decode_with_the_codec(doc: dict[str, Any]) -> None:
                 assert decode_state(payload).last_seq == int(example["headers"]["seq"])
             elif name == "status":
                 ReplayerStatus.model_validate_json(payload)
+            elif name == "deadletter":
+                letter = DeadLetter.model_validate_json(payload)
+                assert base64.b64decode(letter.payload_base64) == b"{not json"
             else:
                 event = decode_event(payload)
                 assert event.type == name == example["headers"]["type"]
