@@ -222,6 +222,66 @@ async def runner_rate(url: BrokerURL, n: int, size: int) -> dict[str, float]:
             "gaps": runner.stats.gaps}  # fmt: skip
 
 
+def _event_lines(n: int, size: int, match_id: str) -> list[bytes]:
+    """One match of ``n`` events, seq 1..n (clocks cycling through the semi-final's), each a
+    JSON line padded with trailing whitespace to ``size`` bytes like the C clients' payloads."""
+    from events import encode_event  # noqa: PLC0415
+    from matchcast.testing import match_events  # noqa: PLC0415
+
+    template = match_events("semifinal")
+    lines = []
+    for i in range(n):
+        event = template[i % len(template)].model_copy(update={"match_id": match_id, "seq": i + 1})
+        line = encode_event(event)
+        lines.append(line + b" " * max(0, size - len(line)) + b"\n")
+    return lines
+
+
+async def runner_rate_c_fed(url: BrokerURL, n: int, size: int, workdir: Path) -> dict[str, float]:
+    """The runner fed by the same C publisher as the ceiling (``mosquitto_pub -l``), so the
+    consumer is the only difference between the two rows."""
+    topics = Topics(f"bench-{uuid.uuid4().hex[:8]}")
+    match_id = "bench-match"
+    lines = _event_lines(n, size, match_id)
+    files = []
+    for k, start in enumerate(range(0, n, CHUNK)):  # packet ids wrap past 65,535: chunks
+        path = workdir / f"events-{size}-{k}.txt"
+        path.write_bytes(b"".join(lines[start : start + CHUNK]))
+        files.append(path)
+    handled = 0
+    last = 0.0
+    done = asyncio.Event()
+    sub = Subscriber("noop")
+
+    @sub.on(BaseEvent)
+    def count(event: BaseEvent, state: MatchState) -> None:
+        nonlocal handled, last
+        handled += 1
+        last = time.monotonic()
+        if handled >= n:
+            done.set()
+
+    runner = Runner([sub], topics=topics, queue_size=100_000, match_filter=match_id)
+    base = ["-h", url.host, "-p", str(url.port), "-t", topics.events(match_id), "-q", "0"]
+    async with FastClient(url) as source:
+        task = asyncio.ensure_future(runner.run(source, qos=0))
+        await runner.subscribed.wait()
+        t0 = time.monotonic()
+        for path in files:
+            with path.open("rb") as f:
+                proc = await asyncio.create_subprocess_exec("mosquitto_pub", *base, "-l", stdin=f)
+                await proc.wait()
+        try:
+            async with asyncio.timeout(60):
+                await done.wait()
+        except TimeoutError:
+            pass
+        runner.stop()
+        await task
+    return {"rate": handled / (last - t0) if last > t0 else 0.0, "handled": handled,
+            "gaps": runner.stats.gaps, "rejected": runner.stats.rejected}  # fmt: skip
+
+
 def memory_1000(url: BrokerURL) -> dict[str, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t0 = time.monotonic()
@@ -290,9 +350,15 @@ def main() -> int:
             rows.setdefault("matchcast load --client fast", {})[qos] = float(res["rate"])  # type: ignore[arg-type]
             notes[f"load qos{qos}"] = f"lost {res['lost']}, dup {res['dup']}, p99 {res['p99']} ms"
         if "runner" not in skip:
-            console.print("[dim]consumer runner[/]")
+            console.print("[dim]consumer runner, fed by mosquitto_pub[/]")
+            rc = asyncio.run(runner_rate_c_fed(url, args.n, args.size, workdir))
+            rows["consumer runner, fed by mosquitto_pub (no-op handler)"] = {0: rc["rate"]}
+            notes["runner (C-fed)"] = (
+                f"handled {rc['handled']:,}, gaps {rc['gaps']}, rejected {rc['rejected']}"
+            )
+            console.print("[dim]consumer runner, fed by matchcast load[/]")
             rr = asyncio.run(runner_rate(url, args.n, args.size))
-            rows["consumer runner (FastClient, no-op handler)"] = {0: rr["rate"]}
+            rows["consumer runner, fed by matchcast load (no-op handler)"] = {0: rr["rate"]}
             notes["runner"] = f"handled {rr['handled']:,}, gaps {rr['gaps']}"
         c = rows["C clients (mosquitto_pub -l -> mosquitto_sub)"]
         for name, vals in rows.items():

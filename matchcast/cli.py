@@ -24,13 +24,21 @@ from events import EventAdapter, MatchcastError, MatchClock, MatchFileError, Mat
 from matchcast.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker
 from matchcast.logs import LogFormat, configure_logging
 from matchcast.mqtt import (
-    ENV_CA_FILE,
-    ENV_CERT_FILE,
-    ENV_KEY_FILE,
     ENV_PASSWORD,
     BrokerURL,
     TLSOptions,
     broker_url_from,
+)
+from matchcast.options import (
+    BrokerOpt,
+    CaFileOpt,
+    CertFileOpt,
+    KeyFileOpt,
+    LogFmtOpt,
+    QosOpt,
+    RootOpt,
+    TlsInsecureOpt,
+    VerboseOpt,
 )
 from simulator import Match, Recording, ReplayOptions, resolve_matches, resolve_sources
 
@@ -98,65 +106,6 @@ def _run(coro_fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
         _fail(str(err), 2)
     except (MatchcastError, OSError) as err:
         _fail(str(err))
-
-
-# ---------------------------------------------------------------- shared options
-
-BrokerOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--broker",
-        "-b",
-        help="mqtt://\\[user:pass@]host:port or mqtts://...; "
-        "default $MATCHCAST_BROKER, else the embedded broker. A password here shows in ps: "
-        "prefer $MATCHCAST_USERNAME and $MATCHCAST_PASSWORD.",
-        show_default=False,
-    ),
-]
-CaFileOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--ca-file",
-        help=f"PEM file of the CA that signed an mqtts:// broker's certificate "
-        f"(default ${ENV_CA_FILE}, else the system's CAs).",
-        show_default=False,
-    ),
-]
-CertFileOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--cert-file",
-        help=f"PEM client certificate for an mqtts:// broker (default ${ENV_CERT_FILE}).",
-        show_default=False,
-    ),
-]
-KeyFileOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--key-file",
-        help=f"PEM key of --cert-file (default ${ENV_KEY_FILE}).",
-        show_default=False,
-    ),
-]
-TlsInsecureOpt = Annotated[
-    bool,
-    typer.Option(
-        "--tls-insecure",
-        help="Do not check the broker's certificate or name: anyone on the path can read and "
-        "change the stream. For test brokers only.",
-    ),
-]
-RootOpt = Annotated[str, typer.Option("--root", help="Topic root.")]
-LogFmtOpt = Annotated[
-    str,
-    typer.Option(
-        "--log-format", help="auto (console on a terminal, JSON otherwise), console or json."
-    ),
-]
-VerboseOpt = Annotated[
-    int, typer.Option("--verbose", "-v", count=True, help="More logs (-v info, -vv debug).")
-]
-QosOpt = Annotated[int, typer.Option("--qos", min=0, max=2, help="MQTT QoS of every message.")]
 
 
 def _setup_logs(fmt: str, verbose: int, quiet_default: bool) -> None:

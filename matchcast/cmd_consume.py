@@ -31,6 +31,14 @@ from events import MatchState
 from matchcast.broker import DEFAULT_HOST
 from matchcast.cli import (
     DEFAULT_EMBEDDED_PORT,
+    _connection_options,
+    _fail,
+    _run,
+    _setup_logs,
+    _topics,
+)
+from matchcast.mqtt import BrokerURL
+from matchcast.options import (
     BrokerOpt,
     CaFileOpt,
     CertFileOpt,
@@ -40,13 +48,7 @@ from matchcast.cli import (
     RootOpt,
     TlsInsecureOpt,
     VerboseOpt,
-    _connection_options,
-    _fail,
-    _run,
-    _setup_logs,
-    _topics,
 )
-from matchcast.mqtt import BrokerURL
 
 __all__ = ["consume", "register"]
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from matchcast.cli import CaFileOpt, CertFileOpt, KeyFileOpt, TlsInsecureOpt
+from matchcast.options import CaFileOpt, CertFileOpt, KeyFileOpt, TlsInsecureOpt
 
 #: Unlike the other commands, a load test never falls back to the embedded broker.
 _BrokerOpt = Annotated[

@@ -14,14 +14,6 @@ import typer
 
 from matchcast.cli import (
     DEMO_SPEED,
-    BrokerOpt,
-    CaFileOpt,
-    CertFileOpt,
-    KeyFileOpt,
-    LogFmtOpt,
-    RootOpt,
-    TlsInsecureOpt,
-    VerboseOpt,
     _connection_options,
     _err,
     _Exit,
@@ -31,6 +23,16 @@ from matchcast.cli import (
     _setup_logs,
     _speed,
     _topics,
+)
+from matchcast.options import (
+    BrokerOpt,
+    CaFileOpt,
+    CertFileOpt,
+    KeyFileOpt,
+    LogFmtOpt,
+    RootOpt,
+    TlsInsecureOpt,
+    VerboseOpt,
 )
 
 __all__ = ["register"]
