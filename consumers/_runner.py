@@ -38,10 +38,15 @@ from events import (
     Message,
     MessageSource,
     Publisher,
+    TopicKind,
     Topics,
     decode_event,
     decode_state,
 )
+
+#: Topics parsed once and remembered (a few per match); a bound keeps junk topics from growing it.
+_PARSED_CACHE = 100_000
+_NOT_OURS: tuple[TopicKind, str] = ("status", "")
 
 #: An event this far past the last seq applied is refused: a forged or corrupt seq would
 #: otherwise make every real event after it look like a duplicate.
@@ -144,6 +149,7 @@ class Runner:
         self.dead_letters: Publisher | None = None
         self._dead_letter_tasks: set[asyncio.Task[None]] = set()  # and other side errands
         self._source: MessageSource | None = None
+        self._parsed: dict[str, tuple[TopicKind, str]] = {}  # topic -> parsed, per match
         self.stats = RunnerStats()
         self._lanes: dict[str, _Lane] = {}
         self._stopping = asyncio.Event()
@@ -293,8 +299,9 @@ class Runner:
             raise err  # a typed error (BrokerError), not a group
 
     async def _read(self, source: MessageSource) -> None:
+        process = self._process
         async for message in source.messages():
-            await self.feed(message)
+            process(message)
 
     def stop(self) -> None:
         """Ask :meth:`run` to stop reading; the handlers in flight and queued still finish."""
@@ -337,9 +344,16 @@ class Runner:
 
     async def feed(self, message: Message) -> None:
         """Process one message as if it had arrived from the broker."""
+        self._process(message)
+
+    def _process(self, message: Message) -> None:
         self.stats.received += 1
-        parsed = self.topics.parse(message.topic)
-        if parsed is None or parsed[0] == "status":
+        parsed = self._parsed.get(message.topic)
+        if parsed is None:
+            parsed = self.topics.parse(message.topic) or _NOT_OURS
+            if len(self._parsed) < _PARSED_CACHE:
+                self._parsed[message.topic] = parsed
+        if parsed is _NOT_OURS or parsed[0] == "status":
             return
         kind, match_id = parsed
         if self.match_filter not in ("+", match_id):
