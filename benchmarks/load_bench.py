@@ -33,7 +33,9 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import aiomqtt
 from rich.console import Console
@@ -180,13 +182,17 @@ async def load_run(url: BrokerURL, qos: int, n: int, size: int, client: str) -> 
     }
 
 
-async def runner_rate(url: BrokerURL, n: int, size: int) -> dict[str, float]:
-    topics = Topics(f"bench-{uuid.uuid4().hex[:8]}")
-    template_len = 106
-    matches = max(1, n // template_len)
-    expected = matches * template_len
+async def _runner_rate(
+    url: BrokerURL,
+    topics: Topics,
+    expected: int,
+    feed: Callable[[], Awaitable[None]],
+    **runner: Any,
+) -> dict[str, float]:
+    """Run the consumer runner (a no-op handler) on a FastClient while ``feed()`` publishes;
+    events/s from the first publish to the ``expected``-th event handled."""
     handled = 0
-    first = last = 0.0
+    last = 0.0
     done = asyncio.Event()
     sub = Subscriber("noop")
 
@@ -200,10 +206,30 @@ async def runner_rate(url: BrokerURL, n: int, size: int) -> dict[str, float]:
         if handled >= expected:
             done.set()
 
-    runner = Runner([sub], topics=topics, queue_size=100_000)
+    consumer = Runner([sub], topics=topics, queue_size=100_000, **runner)
     async with FastClient(url) as source:
-        task = asyncio.ensure_future(runner.run(source, qos=0))
-        await runner.subscribed.wait()
+        task = asyncio.ensure_future(consumer.run(source, qos=0))
+        await consumer.subscribed.wait()
+        t0 = time.monotonic()
+        await feed()
+        try:
+            async with asyncio.timeout(60):
+                await done.wait()
+        except TimeoutError:
+            pass
+        consumer.stop()
+        await task
+    start = first if from_first_event else t0
+    return {"rate": handled / (last - start) if last > start else 0.0, "handled": handled,
+            "gaps": consumer.stats.gaps, "rejected": consumer.stats.rejected}  # fmt: skip
+
+
+async def runner_rate(url: BrokerURL, n: int, size: int) -> dict[str, float]:
+    """The runner fed by ``matchcast load`` (Python, sharing the machine's cores)."""
+    topics = Topics(f"bench-{uuid.uuid4().hex[:8]}")
+    matches = max(1, n // 106)
+
+    async def feed() -> None:
         feeder = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "matchcast", "load", "--broker", str(url), "--client", "fast",
             "--subscribers", "0", "--no-states", "--qos", "0", "--matches", str(matches),
@@ -211,15 +237,8 @@ async def runner_rate(url: BrokerURL, n: int, size: int) -> dict[str, float]:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         await feeder.wait()
-        try:
-            async with asyncio.timeout(60):
-                await done.wait()
-        except TimeoutError:
-            pass
-        runner.stop()
-        await task
-    return {"rate": handled / (last - first) if last > first else 0.0, "handled": handled,
-            "gaps": runner.stats.gaps}  # fmt: skip
+
+    return await _runner_rate(url, topics, matches * 106, feed, from_first_event=True)
 
 
 def _event_lines(n: int, size: int, match_id: str) -> list[bytes]:
@@ -248,38 +267,15 @@ async def runner_rate_c_fed(url: BrokerURL, n: int, size: int, workdir: Path) ->
         path = workdir / f"events-{size}-{k}.txt"
         path.write_bytes(b"".join(lines[start : start + CHUNK]))
         files.append(path)
-    handled = 0
-    last = 0.0
-    done = asyncio.Event()
-    sub = Subscriber("noop")
-
-    @sub.on(BaseEvent)
-    def count(event: BaseEvent, state: MatchState) -> None:
-        nonlocal handled, last
-        handled += 1
-        last = time.monotonic()
-        if handled >= n:
-            done.set()
-
-    runner = Runner([sub], topics=topics, queue_size=100_000, match_filter=match_id)
     base = ["-h", url.host, "-p", str(url.port), "-t", topics.events(match_id), "-q", "0"]
-    async with FastClient(url) as source:
-        task = asyncio.ensure_future(runner.run(source, qos=0))
-        await runner.subscribed.wait()
-        t0 = time.monotonic()
+
+    async def feed() -> None:
         for path in files:
             with path.open("rb") as f:
                 proc = await asyncio.create_subprocess_exec("mosquitto_pub", *base, "-l", stdin=f)
                 await proc.wait()
-        try:
-            async with asyncio.timeout(60):
-                await done.wait()
-        except TimeoutError:
-            pass
-        runner.stop()
-        await task
-    return {"rate": handled / (last - t0) if last > t0 else 0.0, "handled": handled,
-            "gaps": runner.stats.gaps, "rejected": runner.stats.rejected}  # fmt: skip
+
+    return await _runner_rate(url, topics, n, feed, match_filter=match_id)
 
 
 def memory_1000(url: BrokerURL) -> dict[str, float]:
