@@ -6,6 +6,8 @@ is logged with its topic and reason, counted, and skipped) and hands each to its
 late joins, resumed sessions, new runs). What it delivers goes to the match's lane: a bounded
 queue and a worker that calls the handlers of every subscriber in seq order. Matches run
 concurrently; handlers of one match never overlap, and the reader never waits for a lane.
+When a match's lane is idle the reader calls its handlers itself, skipping the queue; the
+first handler that returns an awaitable hands the rest of that event to the lane's worker.
 
 A lane whose handlers are slower than its events fills its queue. The reader then stops
 queueing that match's events (counting them as ``overflowed``) while its sequencer keeps the
@@ -16,11 +18,12 @@ state through ``on_state`` and the lane carries on live. Other matches never wai
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Literal, Self
 
@@ -47,6 +50,9 @@ from events import (
 #: Topics parsed once and remembered (a few per match); a bound keeps junk topics from growing it.
 _PARSED_CACHE = 100_000
 _NOT_OURS: tuple[TopicKind, str] = ("status", "")
+
+#: Event routes (event class x match) remembered before starting afresh.
+_ROUTES_CACHED = 10_000
 
 #: An event this far past the last seq applied is refused: a forged or corrupt seq would
 #: otherwise make every real event after it look like a duplicate.
@@ -81,26 +87,52 @@ class HandlerCall:
 
 
 _Fn = Callable[..., Awaitable[None] | None]
+#: One handler to call: its subscriber, function, name and timeout (None: the runner's).
+_Call = tuple[Subscriber, _Fn, str, float | None]
+#: What a lane queues: a delivery, the index of the next handler to call, and the awaitable
+#: of the handler before it when that one is still running (handed over by the reader).
+_Item = tuple[Event | None, MatchState, int, Awaitable[None] | None]
 
 
 @dataclass(slots=True)
 class _Lane:
+    """One match: its sequencer, its bounded queue of deliveries and the worker draining it.
+
+    A deque and a wake-up future rather than an ``asyncio.Queue``: this is the consumer's hot
+    path, and the queue's getter bookkeeping cost more than the no-op handler it fed.
+    """
+
     match_id: str
-    queue: asyncio.Queue[Delivery]
+    limit: int
     seq: Sequencer
+    items: collections.deque[_Item] = field(default_factory=collections.deque)
     worker: asyncio.Task[None] | None = None
+    wake: asyncio.Future[None] | None = None  # the idle worker waits on it
+    idle: asyncio.Event = field(default_factory=asyncio.Event)  # set when nothing is pending
     behind: bool = False
     skipped: int = 0
     pending: int = 0  # queued or being handled
     resync_asked: bool = False  # the retained snapshot was asked for again after a gap
 
-    def put(self, item: Delivery) -> None:
-        self.queue.put_nowait(item)
+    def put(self, item: _Item) -> bool:
+        """Queue ``item``; False (and nothing queued) when the queue is full."""
+        if len(self.items) >= self.limit:
+            return False
+        self.items.append(item)
+        if not self.pending:
+            self.idle.clear()
         self.pending += 1
+        wake = self.wake
+        if wake is not None:
+            self.wake = None
+            if not wake.done():
+                wake.set_result(None)
+        return True
 
     def done(self) -> None:
         self.pending -= 1
-        self.queue.task_done()
+        if not self.pending:
+            self.idle.set()
 
 
 class Runner:
@@ -152,6 +184,9 @@ class Runner:
         self._parsed: dict[str, tuple[TopicKind, str]] = {}  # topic -> parsed, per match
         self.stats = RunnerStats()
         self._lanes: dict[str, _Lane] = {}
+        self._registrations = [sub.registrations for sub in self.subscribers]
+        self._routes: dict[tuple[type[Event], str], tuple[_Call, ...]] = {}
+        self._routes_version = -1
         self._stopping = asyncio.Event()
         self._started = False
         self._closed = False
@@ -178,7 +213,7 @@ class Runner:
     @property
     def queue_depth(self) -> int:
         """Events and snapshots queued for the handlers, over all matches."""
-        return sum(lane.queue.qsize() for lane in self._lanes.values())
+        return sum(len(lane.items) for lane in self._lanes.values())
 
     def topic_filters(self) -> list[str]:
         """What to subscribe to: events first, then the retained state.
@@ -311,7 +346,7 @@ class Runner:
         """Wait until every lane has handled everything queued so far."""
         while busy := [lane for lane in self._lanes.values() if lane.pending]:
             for lane in busy:
-                await lane.queue.join()
+                await lane.idle.wait()
 
     async def drain(self) -> None:
         """Let every lane finish what it has queued (up to ``drain_timeout``), then stop them."""
@@ -324,7 +359,7 @@ class Runner:
             _log.warning(
                 "consumer.drain_timed_out",
                 timeout_s=self.drain_timeout,
-                abandoned=sum(lane.queue.qsize() for lane in self._lanes.values()),
+                abandoned=sum(len(lane.items) for lane in self._lanes.values()),
             )
         await self._stop_workers()
 
@@ -446,26 +481,33 @@ class Runner:
     def _lane(self, match_id: str) -> _Lane:
         lane = self._lanes.get(match_id)
         if lane is None:
-            lane = _Lane(match_id, asyncio.Queue(self.queue_size), Sequencer(match_id, self.stats))
+            lane = _Lane(match_id, self.queue_size, Sequencer(match_id, self.stats))
             lane.worker = asyncio.ensure_future(self._work(lane))
             self._lanes[match_id] = lane
         return lane
 
     def _enqueue(self, lane: _Lane, deliveries: list[Delivery]) -> None:
         for event, state in deliveries:
+            if not lane.pending:
+                # Nothing queued or running for this match: call its handlers now rather than
+                # through the queue. A sync handler would block the loop from the worker just
+                # the same; the first one that returns an awaitable hands over to the worker.
+                calls = self._calls(event)
+                args = (state,) if event is None else (event, state)
+                left = self._call_sync(calls, 0, args, event, state)
+                if left is not None:
+                    lane.put((event, state, *left))
+                continue
             if not lane.behind:
-                try:
-                    lane.put((event, state))
-                except asyncio.QueueFull:
-                    lane.behind = True
-                    _log.warning(
-                        "consumer.fell_behind",
-                        match_id=lane.match_id,
-                        seq=state.last_seq,
-                        queued=lane.queue.qsize(),
-                    )
-                else:
+                if lane.put((event, state, 0, None)):
                     continue
+                lane.behind = True
+                _log.warning(
+                    "consumer.fell_behind",
+                    match_id=lane.match_id,
+                    seq=state.last_seq,
+                    queued=len(lane.items),
+                )
             # Behind: the sequencer keeps the state; the worker hands it over on catching up.
             if event is not None:
                 lane.skipped += 1
@@ -474,16 +516,73 @@ class Runner:
     # ------------------------------------------------------------ the lanes
 
     async def _work(self, lane: _Lane) -> None:
+        items = lane.items
+        loop = asyncio.get_running_loop()
         while True:
-            event, state = await lane.queue.get()
+            if not items:
+                lane.wake = loop.create_future()
+                await lane.wake
+                continue
+            event, state, index, running = items.popleft()
             try:
-                await self._dispatch(event, state)
-            except Exception:  # pragma: no cover - _call catches what handlers raise
+                calls = self._calls(event)
+                args = (state,) if event is None else (event, state)
+                while True:
+                    if running is not None:
+                        sub, _, name, timeout = calls[index - 1]
+                        await self._finish(running, sub, name, timeout, event, state)
+                    left = self._call_sync(calls, index, args, event, state)
+                    if left is None:
+                        break
+                    index, running = left
+            except Exception:  # pragma: no cover - _start/_finish catch what handlers raise
                 _log.exception("consumer.dispatch_failed", match_id=lane.match_id)
             finally:
-                if lane.behind and lane.queue.qsize() <= self.queue_size // 2:
+                if lane.behind and len(items) <= self.queue_size // 2:
                     self._catch_up(lane)
                 lane.done()
+
+    def _calls(self, event: Event | None) -> tuple[_Call, ...]:
+        """The handlers ``event`` goes to (the state handlers for None), in order."""
+        if event is None:
+            return tuple(
+                (sub, fn, handler_name(fn), None)
+                for sub in self.subscribers
+                for fn in sub.state_handlers
+            )
+        version = sum(map(len, self._registrations))
+        if version != self._routes_version:
+            self._routes.clear()
+            self._routes_version = version
+        key = (type(event), event.match_id)
+        calls = self._routes.get(key)
+        if calls is None:
+            if len(self._routes) >= _ROUTES_CACHED:
+                self._routes.clear()
+            calls = self._routes[key] = tuple(
+                (sub, r.handler, r.name, r.timeout)
+                for sub in self.subscribers
+                for r in sub.handlers_for(event)
+            )
+        return calls
+
+    def _call_sync(
+        self,
+        calls: tuple[_Call, ...],
+        index: int,
+        args: tuple[object, ...],
+        event: Event | None,
+        state: MatchState,
+    ) -> tuple[int, Awaitable[None]] | None:
+        """Call ``calls[index:]`` in order until one returns an awaitable; then the index of
+        the next call and that awaitable, for the worker to await. None when all are done."""
+        while index < len(calls):
+            sub, fn, name, _ = calls[index]
+            index += 1
+            running = self._start(sub, fn, name, args, event, state)
+            if running is not None:
+                return index, running
+        return None
 
     def _catch_up(self, lane: _Lane) -> None:
         state = lane.seq.state
@@ -494,89 +593,98 @@ class Runner:
             "consumer.caught_up", match_id=lane.match_id, seq=state.last_seq, skipped=lane.skipped
         )
         lane.skipped = 0
-        lane.put((None, state))
+        lane.put((None, state, 0, None))
 
-    async def _dispatch(self, event: Event | None, state: MatchState) -> None:
-        for sub in self.subscribers:
-            if event is None:
-                for fn in sub.state_handlers:
-                    await self._call(
-                        sub, fn, f"{sub.name}.{handler_name(fn)}", None, (state,), None, state
-                    )
-            else:
-                for r in sub.handlers_for(event):
-                    name = f"{sub.name}.{r.name}"
-                    await self._call(sub, r.handler, name, r.timeout, (event, state), event, state)
-
-    async def _call(
+    def _start(
         self,
         sub: Subscriber,
         fn: _Fn,
         name: str,
-        limit_s: float | None,
         args: tuple[object, ...],
         event: Event | None,
         state: MatchState,
-    ) -> None:
-        timeout = limit_s or self.handler_timeout
-        seq = event.seq if event else state.last_seq
-        outcome: Literal["ok", "error", "timeout"] = "ok"
-        error: BaseException | None = None
-        deadline: asyncio.Timeout | None = None
+    ) -> Awaitable[None] | None:
+        """Call one handler; the awaitable it returned (for :meth:`_finish`), or None when it
+        is done (a sync handler: its outcome is recorded here)."""
+        t0 = time.monotonic()
         try:
-            result = self._invoke(fn, name, args, state.match_id, seq)
-            if inspect.isawaitable(result):
-                # Only a coroutine can be timed out; a sync handler has returned already
-                # (and a long one is reported as blocking the loop).
-                deadline = asyncio.timeout(timeout)
-                async with deadline:
-                    await result
+            result = fn(*args)
         except Exception as err:
-            error = err
-            if isinstance(err, TimeoutError) and deadline is not None and deadline.expired():
-                outcome = "timeout"
+            self._record(sub, name, event, state, "error", err)
+            return None
+        finally:
+            if (blocked := time.monotonic() - t0) > BLOCKING_WARN_S:
+                _log.warning(
+                    "handler.blocked_loop",
+                    handler=f"{sub.name}.{name}",
+                    match_id=state.match_id,
+                    seq=event.seq if event else state.last_seq,
+                    blocked_s=round(blocked, 3),
+                    hint="a sync handler stalls every match; make it async (asyncio.to_thread)",
+                )
+        if result is None or not inspect.isawaitable(result):
+            self._record(sub, name, event, state, "ok", None)
+            return None
+        return result
+
+    async def _finish(
+        self,
+        result: Awaitable[None],
+        sub: Subscriber,
+        name: str,
+        limit_s: float | None,
+        event: Event | None,
+        state: MatchState,
+    ) -> None:
+        """Await what an async handler returned, within its timeout, and record the outcome."""
+        timeout = limit_s or self.handler_timeout
+        deadline = asyncio.timeout(timeout)
+        try:
+            async with deadline:
+                await result
+        except Exception as err:
+            if isinstance(err, TimeoutError) and deadline.expired():
                 self.stats.handler_timeouts += 1
                 _log.error(
                     "handler.timed_out",
-                    handler=name,
+                    handler=f"{sub.name}.{name}",
                     match_id=state.match_id,
-                    seq=seq,
+                    seq=event.seq if event else state.last_seq,
                     timeout_s=timeout,
                 )
+                self._record(sub, name, event, state, "timeout", err)
             else:
-                outcome = "error"
-                self.stats.handler_errors += 1
-                _log.exception(
-                    "handler.failed",
-                    handler=name,
-                    match_id=state.match_id,
-                    seq=seq,
-                    event_type=event.type if event else "state",
-                    payload=event.model_dump(mode="json", exclude_none=True) if event else None,
-                )
+                self._record(sub, name, event, state, "error", err)
         else:
+            self._record(sub, name, event, state, "ok", None)
+
+    def _record(
+        self,
+        sub: Subscriber,
+        name: str,
+        event: Event | None,
+        state: MatchState,
+        outcome: Literal["ok", "error", "timeout"],
+        error: BaseException | None,
+    ) -> None:
+        if outcome == "ok":
             self.stats.handled += 1
+        elif outcome == "error":
+            self.stats.handler_errors += 1
+            _log.error(
+                "handler.failed",
+                handler=f"{sub.name}.{name}",
+                match_id=state.match_id,
+                seq=event.seq if event else state.last_seq,
+                event_type=event.type if event else "state",
+                payload=event.model_dump(mode="json", exclude_none=True) if event else None,
+                exc_info=error,
+            )
         if self.observer is not None:
-            call = HandlerCall(sub.name, name, state.match_id, event, state, outcome, error)
+            call = HandlerCall(
+                sub.name, f"{sub.name}.{name}", state.match_id, event, state, outcome, error
+            )
             try:
                 self.observer(call)
             except Exception:
-                _log.exception("consumer.observer_failed", handler=name)
-
-    @staticmethod
-    def _invoke(
-        fn: _Fn, name: str, args: tuple[object, ...], match_id: str, seq: int
-    ) -> Awaitable[None] | None:
-        t0 = time.monotonic()
-        result = fn(*args)
-        blocked = time.monotonic() - t0
-        if blocked > BLOCKING_WARN_S:
-            _log.warning(
-                "handler.blocked_loop",
-                handler=name,
-                match_id=match_id,
-                seq=seq,
-                blocked_s=round(blocked, 3),
-                hint="a sync handler stalls every match; make it async (asyncio.to_thread)",
-            )
-        return result
+                _log.exception("consumer.observer_failed", handler=f"{sub.name}.{name}")

@@ -8,6 +8,7 @@ hands to handlers carry it as a :class:`ScoreDict`: still that dict (indexing, `
 from __future__ import annotations
 
 from events import MatchState
+from events._state import evolve
 
 __all__ = ["ScoreDict", "with_score_dict"]
 
@@ -34,4 +35,4 @@ def with_score_dict(state: MatchState) -> MatchState:
     """``state`` with its score as a :class:`ScoreDict`; the same state in every other way."""
     if type(state.score) is ScoreDict:
         return state
-    return state.model_copy(update={"score": ScoreDict.of(state)})
+    return evolve(state, {"score": ScoreDict.of(state)})

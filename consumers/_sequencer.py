@@ -156,6 +156,11 @@ class Sequencer:
     def _sequence(self, event: Event) -> list[Delivery]:
         state = self.state
         assert state is not None
+        if event.seq == state.last_seq + 1:  # the usual case, without the checks below
+            self.state = state = with_score_dict(apply(state, event))
+            if self.last_emitted is None or event.emitted_at > self.last_emitted:
+                self.last_emitted = event.emitted_at
+            return [(event, state)]
         check = check_sequence(state, event.seq)
         if check.kind == "duplicate":
             self.stats.duplicates += 1

@@ -68,6 +68,8 @@ StateHandler = Callable[[MatchState], Awaitable[None] | None]
 Hook = Callable[[], Awaitable[None] | None]
 
 _MARK = "__matchcast_subscriber__"
+#: Event routes remembered per subscriber (event classes x matches) before starting afresh.
+_ROUTES_CACHED = 10_000
 _HookKind = Literal["state", "start", "stop"]
 
 
@@ -142,6 +144,7 @@ class Subscriber:
         self.state_handlers: list[StateHandler] = []
         self.start_hooks: list[Hook] = []
         self.stop_hooks: list[Hook] = []
+        self._routes: dict[tuple[type[BaseEvent], str, int], tuple[Registration, ...]] = {}
         self._register_marked_methods()
 
     # The overloads let a type checker see which events a handler gets: @sub.on(Goal) wants
@@ -226,9 +229,16 @@ class Subscriber:
         self.stop_hooks.append(fn)
         return fn
 
-    def handlers_for(self, event: Event) -> list[Registration]:
+    def handlers_for(self, event: Event) -> tuple[Registration, ...]:
         """The registrations that want ``event``, in registration order."""
-        return [r for r in self.registrations if r.wants(event)]
+        # Asked for every event: remembered per event class and match (and registrations).
+        key = (type(event), event.match_id, len(self.registrations))
+        found = self._routes.get(key)
+        if found is None:
+            if len(self._routes) >= _ROUTES_CACHED:
+                self._routes.clear()
+            found = self._routes[key] = tuple(r for r in self.registrations if r.wants(event))
+        return found
 
     @property
     def subscriber(self) -> Subscriber:

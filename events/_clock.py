@@ -7,8 +7,9 @@ length; minutes played beyond it are *added* minutes and count from the period's
 
 from __future__ import annotations
 
+import functools
 from enum import IntEnum
-from typing import Any, Self
+from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -54,6 +55,26 @@ def _label(period: Period, minute: int, added: int) -> str:
     return f"{minute}+{added}'" if added else f"{minute}'"
 
 
+@functools.lru_cache(maxsize=4096)
+def _clock_label(period: Period, minute: int, added: int, label: str) -> str:
+    """``label`` when it is right for the clock, the label to fill in when
+    it is empty; raises ValueError naming the problem otherwise."""
+    first, last = PERIOD_BOUNDS[period]
+    if period is not Period.PENALTIES and minute != 0:
+        if not first <= minute <= last:
+            raise ValueError(f"minute {minute} is outside {period.short} ({first}-{last})")
+        if added and minute != last:
+            raise ValueError(
+                f"added minutes only follow the period's last minute ({last}), not minute {minute}"
+            )
+    expected = _label(period, minute, added)
+    if not label:
+        return expected
+    if label != expected:
+        raise ValueError(f"label {label!r} does not match the clock, expected {expected!r}")
+    return label
+
+
 class MatchClock(BaseModel):
     """A point on the match clock.
 
@@ -68,35 +89,13 @@ class MatchClock(BaseModel):
     added: int = Field(default=0, ge=0, le=30, description="Added minutes past the period end")
     label: str = Field(default="", description="As football writes it: 55', 90+2', PEN")
 
-    @model_validator(mode="before")
-    @classmethod
-    def _fill_label(cls, data: Any) -> Any:
-        if isinstance(data, dict) and not data.get("label"):
-            try:
-                period = Period(data["period"])
-                data = {**data, "label": _label(period, int(data["minute"]), data.get("added", 0))}
-            except (KeyError, ValueError, TypeError):
-                return data  # field validation reports the real problem
-        return data
-
     @model_validator(mode="after")
     def _check(self) -> Self:
-        first, last = PERIOD_BOUNDS[self.period]
-        if self.period is not Period.PENALTIES and self.minute != 0:
-            if not first <= self.minute <= last:
-                raise ValueError(
-                    f"minute {self.minute} is outside {self.period.short} ({first}-{last})"
-                )
-            if self.added and self.minute != last:
-                raise ValueError(
-                    f"added minutes only follow the period's last minute ({last}), "
-                    f"not minute {self.minute}"
-                )
-        expected = _label(self.period, self.minute, self.added)
-        if self.label != expected:
-            raise ValueError(
-                f"label {self.label!r} does not match the clock, expected {expected!r}"
-            )
+        # Called for every event decoded, so the verdict on each (period, minute, added,
+        # label) is computed once and remembered: there are a few hundred valid clocks.
+        label = _clock_label(self.period, self.minute, self.added, self.label)
+        if label != self.label:  # the label was left out: fill it in
+            object.__setattr__(self, "label", label)
         return self
 
     @classmethod

@@ -9,7 +9,7 @@ seq means (next, duplicate, or a gap with the missing range) before it applies i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, assert_never
+from typing import Any, Literal, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -152,6 +152,29 @@ def check_sequence(state: MatchState, seq: int) -> SequenceCheck:
     return SequenceCheck("gap", range(state.last_seq + 1, seq))
 
 
+_new = object.__new__
+_set = object.__setattr__
+
+
+def evolve(state: MatchState, changes: dict[str, Any]) -> MatchState:
+    """``state.model_copy(update=changes)``, for the reducer's hot path: a tenth of the time.
+
+    The changes are not validated, like ``model_copy``'s; the reducer only passes values
+    taken from validated events. ``tests/test_state.py`` checks it equals ``model_copy``.
+    """
+    new = _new(MatchState)
+    fields = state.__dict__.copy()
+    fields.update(changes)
+    _set(new, "__dict__", fields)
+    fields_set = state.__pydantic_fields_set__
+    if not fields_set.issuperset(changes):  # shared otherwise: pydantic copies before changing
+        fields_set = fields_set | changes.keys()
+    _set(new, "__pydantic_fields_set__", fields_set)
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
+
+
 def apply(state: MatchState, event: Event) -> MatchState:
     """The state after ``event``. Pure; a duplicate (``seq <= last_seq``) changes nothing.
 
@@ -162,25 +185,28 @@ def apply(state: MatchState, event: Event) -> MatchState:
         raise ValueError(f"event of match {event.match_id!r} applied to {state.match_id!r}")
     if event.seq <= state.last_seq:
         return state
+    if type(event) is ClockTick:  # most events: first, and without the pattern matching
+        return evolve(state, {"last_seq": event.seq, "clock": event.clock})
     base: dict[str, object] = {"last_seq": event.seq, "clock": event.clock}
     match event:
         case KickOff():
             score = state.score or {event.home.code: 0, event.away.code: 0}
-            return state.model_copy(
-                update={
+            return evolve(
+                state,
+                {
                     **base,
                     "home": event.home,
                     "away": event.away,
                     "score": score,
                     "status": "live",
                     "period": event.clock.period,
-                }
+                },
             )
         case ClockTick():
-            return state.model_copy(update=base)
+            return evolve(state, base)
         case PeriodEnd():
             status = "half_time" if event.clock.period is Period.FIRST_HALF else "break"
-            return state.model_copy(update={**base, "status": status, "score": event.score})
+            return evolve(state, {**base, "status": status, "score": event.score})
         case Goal():
             record = GoalRecord(
                 goal_id=event.goal_id,
@@ -191,14 +217,12 @@ def apply(state: MatchState, event: Event) -> MatchState:
                 method=event.method,
                 detail=event.detail,
             )
-            return state.model_copy(
-                update={**base, "score": event.score, "goals": (*state.goals, record)}
-            )
+            return evolve(state, {**base, "score": event.score, "goals": (*state.goals, record)})
         case GoalDisallowed():
             goals = tuple(g for g in state.goals if g.goal_id != event.goal_id)
-            return state.model_copy(update={**base, "score": event.score, "goals": goals})
+            return evolve(state, {**base, "score": event.score, "goals": goals})
         case Possession():
-            return state.model_copy(update={**base, "possession": dict(event.share)})
+            return evolve(state, {**base, "possession": dict(event.share)})
         case Card():
             record_c = CardRecord(
                 seq=event.seq,
@@ -207,22 +231,23 @@ def apply(state: MatchState, event: Event) -> MatchState:
                 player=event.player,
                 card=event.card,
             )
-            return state.model_copy(update={**base, "cards": (*state.cards, record_c)})
+            return evolve(state, {**base, "cards": (*state.cards, record_c)})
         case Substitution():
-            return state.model_copy(update=base)
+            return evolve(state, base)
         case ShootoutKick():
-            return state.model_copy(
-                update={**base, "shootout": dict(event.shootout), "period": Period.PENALTIES}
+            return evolve(
+                state, {**base, "shootout": dict(event.shootout), "period": Period.PENALTIES}
             )
         case FullTime():
-            return state.model_copy(
-                update={
+            return evolve(
+                state,
+                {
                     **base,
                     "status": "finished",
                     "score": event.score,
                     "shootout": event.shootout,
                     "winner": event.winner,
-                }
+                },
             )
         case _:  # pragma: no cover - the type checker proves this unreachable
             assert_never(event)

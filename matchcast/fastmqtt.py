@@ -390,14 +390,19 @@ class FastClient:
         view = memoryview(buf)
         end = len(buf)
         off = 0
-        inbox = self._inbox
+        append = self._inbox.append
+        read, publish, at_most_once = mqtt5.read, mqtt5.PublishPacket, mqtt5.QoS.AT_MOST_ONCE
         delivered = False
         try:
             while off < end:
-                packet, used = mqtt5.read(view[off:])
+                packet, used = read(view[off:])
                 off += used
-                if type(packet) is mqtt5.PublishPacket:
+                if type(packet) is publish:
                     qos = packet.qos
+                    if qos == at_most_once:
+                        append(Message(packet.topic, packet.payload, 0, packet.retain))
+                        delivered = True
+                        continue
                     if qos == mqtt5.QoS.AT_LEAST_ONCE:
                         assert packet.packet_id is not None
                         self._write(mqtt5.PubAckPacket(packet.packet_id).write())
@@ -408,7 +413,7 @@ class FastClient:
                         if pid in self._inbound_qos2:
                             continue
                         self._inbound_qos2.add(pid)
-                    inbox.append(Message(packet.topic, packet.payload, int(qos), packet.retain))
+                    append(Message(packet.topic, packet.payload, int(qos), packet.retain))
                     delivered = True
                 else:
                     self._on_control(packet)

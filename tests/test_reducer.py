@@ -78,3 +78,27 @@ def test_scoreline_and_display_clock() -> None:
     state = apply(state, goal(2, 90, "ARG", {"ARG": 2, "ENG": 1}, added=2))
     assert state.scoreline == "ARG 2-1 ENG"
     assert state.display_clock == "2H 90+2'"
+
+
+def test_evolve_is_model_copy_without_the_cost() -> None:
+    """The reducer's hot-path copy gives what pydantic's ``model_copy(update=...)`` gives: the
+    same fields, the same fields-set, and a state pydantic can copy and dump as usual."""
+    from events._state import evolve  # noqa: PLC0415 - internal, tested on purpose
+
+    state = apply(MatchState.new("m1"), kickoff())
+    for changes in (
+        {"last_seq": 2, "clock": MatchClock.at(2)},
+        {"last_seq": 3, "status": "half_time", "winner": "ARG"},
+        {"possession": {"ARG": 55.0, "ENG": 45.0}},
+    ):
+        fast, slow = evolve(state, changes), state.model_copy(update=changes)
+        assert fast == slow
+        assert fast.model_fields_set == slow.model_fields_set
+        assert fast.model_dump_json() == slow.model_dump_json()
+        assert state.last_seq == 1  # the source is untouched
+    shared = evolve(state, {"last_seq": 2})
+    assert shared.model_fields_set is state.model_fields_set  # nothing new set: shared
+    copied = shared.model_copy(update={"winner": "ARG"})  # pydantic copies before adding
+    assert "winner" in copied.model_fields_set
+    assert "winner" not in state.model_fields_set
+    assert MatchState.model_validate_json(shared.model_dump_json()) == shared
