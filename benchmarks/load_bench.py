@@ -3,7 +3,7 @@
     python benchmarks/load_bench.py                  # spawns its own mosquitto
     python benchmarks/load_bench.py --n 200000 --size 300 --broker mqtt://127.0.0.1:18830
 
-One run, one broker, one publisher and one subscriber each, payloads of --size bytes,
+One broker, one publisher and one subscriber each, payloads of --size bytes,
 delivered messages/s counted by the subscriber from the first publish to the last delivery:
 
   c        mosquitto_pub -l into mosquitto_sub (QoS 1 fed in chunks of 50,000 lines, since
@@ -13,11 +13,17 @@ delivered messages/s counted by the subscriber from the first publish to the las
   load     `matchcast load --client fast --no-states` (real events padded to --size; its probe
            does the full per-stream accounting and latency), one process
   runner   the consumer runner (decode, dedup, reducer, dispatch to a no-op handler) on a
-           FastClient, fed by `matchcast load` in another process: events handled/s
+           FastClient: events handled/s, fed by mosquitto_pub -l (the same feeder as the C
+           row, so the consumer is the only difference) and by `matchcast load` in another
+           process (a Python feeder sharing the two cores)
   memory   `matchcast load --matches 1000 --speed 600 --ramp 2` in a child process: peak RSS
 
-Ratios are printed against the C clients. Targets (issue 4): load >= 0.8x C at QoS 0 and 1;
-runner >= 0.5x C at QoS 0; 1,000 matches under 300 MB. The machine is shared: repeat runs.
+Each of --rounds rounds (default 3) measures the C clients, then everything else; every ratio
+is against the C clients of its own round, and the table gives the median figure, the median
+ratio and the range of the ratios. One round
+can land far from the others on a shared 2-core machine (the C ceiling itself moved 90k-125k
+msg/s between rounds here), so a single round proves little either way. Targets (issue 4):
+load >= 0.8x C at QoS 0 and 1; runner >= 0.5x C at QoS 0; 1,000 matches under 300 MB.
 """
 
 from __future__ import annotations
@@ -304,11 +310,60 @@ def memory_1000(url: BrokerURL) -> dict[str, float]:
     }
 
 
+C_ROW = "C clients (mosquitto_pub -l -> mosquitto_sub)"
+RUNNER_C = "consumer runner, fed by mosquitto_pub (no-op handler)"
+RUNNER_LOAD = "consumer runner, fed by matchcast load (no-op handler)"
+
+
+def one_round(
+    url: BrokerURL, args: argparse.Namespace, skip: set[str], workdir: Path
+) -> tuple[dict[str, dict[int, float]], dict[str, str]]:
+    """Every measure once: at each QoS the C clients first, then the rest."""
+    rows: dict[str, dict[int, float]] = {}
+    notes: dict[str, str] = {}
+    for qos in (0, 1):
+        console.print(f"[dim]QoS {qos}: C clients[/]")
+        rows.setdefault(C_ROW, {})[qos] = c_clients(url, qos, args.n, args.size, workdir)
+        if "aiomqtt" not in skip:
+            console.print(f"[dim]QoS {qos}: aiomqtt[/]")
+            small = min(args.n, 30_000)
+            rows.setdefault("aiomqtt 2.x raw loop", {})[qos] = asyncio.run(
+                raw_aiomqtt(url, qos, small, args.size)
+            )
+        console.print(f"[dim]QoS {qos}: fast client[/]")
+        rows.setdefault("FastClient raw loop", {})[qos] = asyncio.run(
+            raw_fast(url, qos, args.n, args.size)
+        )
+        console.print(f"[dim]QoS {qos}: matchcast load --client fast[/]")
+        res = asyncio.run(load_run(url, qos, args.n, args.size, "fast"))
+        rows.setdefault("matchcast load --client fast", {})[qos] = float(res["rate"])  # type: ignore[arg-type]
+        notes[f"load qos{qos}"] = f"lost {res['lost']}, dup {res['dup']}, p99 {res['p99']} ms"
+    if "runner" not in skip:
+        console.print("[dim]consumer runner, fed by mosquitto_pub[/]")
+        rc = asyncio.run(runner_rate_c_fed(url, args.n, args.size, workdir))
+        rows[RUNNER_C] = {0: rc["rate"]}
+        notes["runner (C-fed)"] = (
+            f"handled {rc['handled']:,}, gaps {rc['gaps']}, rejected {rc['rejected']}"
+        )
+        console.print("[dim]consumer runner, fed by matchcast load[/]")
+        rr = asyncio.run(runner_rate(url, args.n, args.size))
+        rows[RUNNER_LOAD] = {0: rr["rate"]}
+        notes["runner (load-fed)"] = f"handled {rr['handled']:,}, gaps {rr['gaps']}"
+    return rows, notes
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--broker", help="mqtt://host:port (default: spawn a mosquitto)")
     parser.add_argument("--n", type=int, default=100_000, help="messages per measurement")
     parser.add_argument("--size", type=int, default=300, help="payload bytes")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of every measure")
     parser.add_argument("--skip", default="", help="comma list of: aiomqtt,runner,memory")
     args = parser.parse_args()
     configure_logging("console", "ERROR")
@@ -323,52 +378,33 @@ def main() -> int:
         broker = Mosquitto(binary, extra=["max_queued_messages 1000000"]).start()
         url = BrokerURL.parse(broker.url)
     workdir = Path(tempfile.mkdtemp(prefix="mc-loadbench-"))
-    table = Table(title=f"delivered msg/s, {args.n:,} x {args.size} B, one run, one broker")
-    for col in ("measure", "QoS 0", "x C", "QoS 1", "x C"):
-        table.add_column(col, justify="right" if col != "measure" else "left")
     try:
-        rows: dict[str, dict[int, float]] = {}
-        notes: dict[str, str] = {}
-        for qos in (0, 1):
-            console.print(f"[dim]QoS {qos}: C clients[/]")
-            rows.setdefault("C clients (mosquitto_pub -l -> mosquitto_sub)", {})[qos] = c_clients(
-                url, qos, args.n, args.size, workdir
-            )
-            if "aiomqtt" not in skip:
-                console.print(f"[dim]QoS {qos}: aiomqtt[/]")
-                small = min(args.n, 30_000)
-                rows.setdefault("aiomqtt 2.x raw loop", {})[qos] = asyncio.run(
-                    raw_aiomqtt(url, qos, small, args.size)
-                )
-            console.print(f"[dim]QoS {qos}: fast client[/]")
-            rows.setdefault("FastClient raw loop", {})[qos] = asyncio.run(
-                raw_fast(url, qos, args.n, args.size)
-            )
-            console.print(f"[dim]QoS {qos}: matchcast load --client fast[/]")
-            res = asyncio.run(load_run(url, qos, args.n, args.size, "fast"))
-            rows.setdefault("matchcast load --client fast", {})[qos] = float(res["rate"])  # type: ignore[arg-type]
-            notes[f"load qos{qos}"] = f"lost {res['lost']}, dup {res['dup']}, p99 {res['p99']} ms"
-        if "runner" not in skip:
-            console.print("[dim]consumer runner, fed by mosquitto_pub[/]")
-            rc = asyncio.run(runner_rate_c_fed(url, args.n, args.size, workdir))
-            rows["consumer runner, fed by mosquitto_pub (no-op handler)"] = {0: rc["rate"]}
-            notes["runner (C-fed)"] = (
-                f"handled {rc['handled']:,}, gaps {rc['gaps']}, rejected {rc['rejected']}"
-            )
-            console.print("[dim]consumer runner, fed by matchcast load[/]")
-            rr = asyncio.run(runner_rate(url, args.n, args.size))
-            rows["consumer runner, fed by matchcast load (no-op handler)"] = {0: rr["rate"]}
-            notes["runner"] = f"handled {rr['handled']:,}, gaps {rr['gaps']}"
-        c = rows["C clients (mosquitto_pub -l -> mosquitto_sub)"]
-        for name, vals in rows.items():
+        rounds: list[dict[str, dict[int, float]]] = []
+        for r in range(args.rounds):
+            console.rule(f"round {r + 1} of {args.rounds}")
+            rows, notes = one_round(url, args, skip, workdir)
+            rounds.append(rows)
+            for k, v in notes.items():
+                console.print(f"  {k}: {v}")
+        table = Table(
+            title=f"delivered msg/s, {args.n:,} x {args.size} B, one broker; median of "
+            f"{args.rounds} rounds, each ratio against the C clients of its own round"
+        )
+        for col in ("measure", "QoS 0", "x C", "x C range", "QoS 1", "x C", "x C range"):
+            table.add_column(col, justify="right" if col != "measure" else "left")
+        for name in rounds[0]:
             cells = [name]
             for qos in (0, 1):
-                v = vals.get(qos)
-                cells += [f"{v:,.0f}", f"{v / c[qos]:.2f}"] if v is not None else ["", ""]
+                got = [(rd[name][qos], rd[name][qos] / rd[C_ROW][qos]) for rd in rounds
+                       if qos in rd.get(name, {})]  # fmt: skip
+                if not got:
+                    cells += ["", "", ""]
+                    continue
+                ratios = [x for _, x in got]
+                cells += [f"{median([v for v, _ in got]):,.0f}", f"{median(ratios):.2f}",
+                          f"{min(ratios):.2f}-{max(ratios):.2f}"]  # fmt: skip
             table.add_row(*cells)
         console.print(table)
-        for k, v in notes.items():
-            console.print(f"  {k}: {v}")
         if "memory" not in skip:
             console.print("[dim]1,000 matches at --speed 600 --ramp 2[/]")
             mem = memory_1000(url)

@@ -401,11 +401,13 @@ class Runner:
                 self._enqueue(lane, lane.seq.on_snapshot(snapshot, retained=message.retain))
             else:
                 event = decode_event(message.payload, topic=message.topic)
-                self._check_topic(event.match_id, match_id, message)
-                lane = self._lane(event.match_id)
+                if event.match_id != match_id:
+                    self._check_topic(event.match_id, match_id, message)
+                lane = self._lanes.get(match_id) or self._lane(match_id)
                 self._check_seq(lane, event, message)
                 self._enqueue(lane, lane.seq.on_event(event))
-                self._ask_for_snapshot(lane)
+                if lane.resync_asked or lane.seq.resync_from is not None:
+                    self._ask_for_snapshot(lane)
         except DecodeError as err:
             self.stats.rejected += 1
             _log.warning(
@@ -622,6 +624,9 @@ class Runner:
                     blocked_s=round(blocked, 3),
                     hint="a sync handler stalls every match; make it async (asyncio.to_thread)",
                 )
+        if result is None and self.observer is None:  # the usual case, kept short
+            self.stats.handled += 1
+            return None
         if result is None or not inspect.isawaitable(result):
             self._record(sub, name, event, state, "ok", None)
             return None

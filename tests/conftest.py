@@ -17,6 +17,14 @@ from matchcast.testbroker import REQUIRE_ENV, Mosquitto, mosquitto_binary
 configure_logging("console", "DEBUG")  # capture_logs() needs every level to get through
 
 
+@pytest.fixture(autouse=True)
+def _logging_as_configured_here() -> Iterator[None]:
+    """Put the logging back after a test whose command configured it (to another level or
+    a stream that is gone): a later test's capture_logs() would miss what it filters out."""
+    yield
+    configure_logging("console", "DEBUG")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip mosquitto tests where it is missing, unless CI says they are mandatory."""
     if mosquitto_binary() is not None:

@@ -177,7 +177,7 @@ def test_the_command_prints_the_table_and_writes_report_and_csv(
             "--no-progress",
         ],
     )
-    configure_logging("console", "WARNING")  # the command configured it onto the runner's stream
+    configure_logging("console", "DEBUG")  # the command configured it onto the runner's stream
     assert result.exit_code == 0, result.output
     assert "latency ms" in result.output
     report = json.loads(out.read_text())

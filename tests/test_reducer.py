@@ -83,7 +83,7 @@ def test_scoreline_and_display_clock() -> None:
 def test_evolve_is_model_copy_without_the_cost() -> None:
     """The reducer's hot-path copy gives what pydantic's ``model_copy(update=...)`` gives: the
     same fields, the same fields-set, and a state pydantic can copy and dump as usual."""
-    from events._state import evolve  # noqa: PLC0415 - internal, tested on purpose
+    from events._state import evolve
 
     state = apply(MatchState.new("m1"), kickoff())
     for changes in (
