@@ -57,7 +57,7 @@ from matchcast.mqtt import BrokerURL
 from matchcast.testing import Mosquitto, mosquitto_binary
 from simulator import resolve_matches
 
-console = Console()
+console = Console(width=max(Console().width, 130))
 CHUNK = 50_000
 
 
@@ -384,6 +384,11 @@ def main() -> int:
             console.rule(f"round {r + 1} of {args.rounds}")
             rows, notes = one_round(url, args, skip, workdir)
             rounds.append(rows)
+            for name, vals in rows.items():
+                figures = ", ".join(
+                    f"QoS {q} {v:,.0f} ({v / rows[C_ROW][q]:.2f}x)" for q, v in vals.items()
+                )
+                console.print(f"  {name}: {figures}")
             for k, v in notes.items():
                 console.print(f"  {k}: {v}")
         table = Table(
