@@ -11,7 +11,8 @@ delivered messages/s counted by the subscriber from the first publish to the las
   aiomqtt  a raw aiomqtt publish loop (100 in flight) into an aiomqtt subscriber, one process
   fast     a raw FastClient publish loop into a FastClient subscriber, one process
   load     `matchcast load --client fast --no-states` (real events padded to --size; its probe
-           does the full per-stream accounting and latency), one process
+           does the full per-stream accounting and latency), one process; and again with
+           `--probe-workers 1`, the sender and the probe in two processes as the C clients are
   runner   the consumer runner (decode, dedup, reducer, dispatch to a no-op handler) on a
            FastClient: events handled/s, fed by mosquitto_pub -l (the same feeder as the C
            row, so the consumer is the only difference) and by `matchcast load` in another
@@ -188,6 +189,29 @@ async def load_run(url: BrokerURL, qos: int, n: int, size: int, client: str) -> 
     }
 
 
+def load_two_processes(url: BrokerURL, qos: int, n: int, size: int) -> dict[str, object]:
+    """`matchcast load --probe-workers 1`: the sender and the probe in two processes, as the
+    C clients are (started through the command line; the rate is timed by the probe)."""
+    matches = max(1, n // 106)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "r.json"
+        subprocess.run(
+            [sys.executable, "-m", "matchcast", "load", "--broker", str(url), "--client", "fast",
+             "--matches", str(matches), "--subscribers", "1", "--probe-workers", "1",
+             "--no-states", "--qos", str(qos), "--payload-size", str(size),
+             "--root", f"bench-{uuid.uuid4().hex[:8]}", "--no-progress", "--report", str(out)],
+            check=True, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        report = json.loads(out.read_text())
+    d = report["delivery"]
+    return {
+        "rate": d["delivered_events_per_s"],
+        "lost": d["lost"],
+        "dup": d["duplicates"],
+        "p99": report["latency_ms"]["p99"],
+    }
+
+
 async def _runner_rate(
     url: BrokerURL,
     topics: Topics,
@@ -311,6 +335,7 @@ def memory_1000(url: BrokerURL) -> dict[str, float]:
 
 
 C_ROW = "C clients (mosquitto_pub -l -> mosquitto_sub)"
+LOAD_SPLIT = "matchcast load --probe-workers 1 (sender, probe: 2 processes)"
 RUNNER_C = "consumer runner, fed by mosquitto_pub (no-op handler)"
 RUNNER_LOAD = "consumer runner, fed by matchcast load (no-op handler)"
 
@@ -338,6 +363,12 @@ def one_round(
         res = asyncio.run(load_run(url, qos, args.n, args.size, "fast"))
         rows.setdefault("matchcast load --client fast", {})[qos] = float(res["rate"])  # type: ignore[arg-type]
         notes[f"load qos{qos}"] = f"lost {res['lost']}, dup {res['dup']}, p99 {res['p99']} ms"
+        console.print(f"[dim]QoS {qos}: matchcast load --probe-workers 1[/]")
+        res = load_two_processes(url, qos, args.n, args.size)
+        rows.setdefault(LOAD_SPLIT, {})[qos] = float(res["rate"])  # type: ignore[arg-type]
+        notes[f"load --probe-workers 1 qos{qos}"] = (
+            f"lost {res['lost']}, dup {res['dup']}, p99 {res['p99']} ms"
+        )
     if "runner" not in skip:
         console.print("[dim]consumer runner, fed by mosquitto_pub[/]")
         rc = asyncio.run(runner_rate_c_fed(url, args.n, args.size, workdir))

@@ -182,6 +182,18 @@ def load(
     workers: Annotated[
         int, typer.Option("--workers", min=1, help="Spread the load over this many processes.")
     ] = 1,
+    probe_workers: Annotated[
+        int,
+        typer.Option(
+            "--probe-workers",
+            min=0,
+            help="Run the probes in this many processes of their own; the --workers then "
+            "only send (as mosquitto_pub and mosquitto_sub are two processes).",
+        ),
+    ] = 0,
+    probe_only: Annotated[
+        bool, typer.Option("--probe-only", hidden=True, help="This shard only probes.")
+    ] = False,
     shard: Annotated[
         str | None,
         typer.Option("--shard", help="i/n: run slice i of n (one per machine); merge reports."),
@@ -231,11 +243,13 @@ def load(
     templates = [MatchTemplate.build(m) for m in sources]
     run_tag = tag or uuid.uuid4().hex[:4]
     my_matches, my_subscribers = matches, subscribers
+    if probe_only and the_shard is None:
+        cli._fail("--probe-only goes with --shard i/n (--probe-workers sets both)", 2)
     if the_shard is not None:
         i, n = the_shard
-        my_matches = len(range(i, matches, n))
+        my_matches = 0 if probe_only else len(range(i, matches, n))
         my_subscribers = subscribers // n + (1 if i < subscribers % n else 0)
-        if my_matches == 0:
+        if my_matches == 0 and not probe_only:
             cli._fail(f"--shard {shard}: no match falls to this shard with --matches {matches}", 2)
     shape = LoadShape(
         matches=my_matches,
@@ -254,7 +268,7 @@ def load(
         topics=topics,
         subscribers=my_subscribers,
         shared_group=shared_group,
-        publishers=publishers,
+        publishers=0 if probe_only else publishers,
         max_inflight=max_inflight,
         overrun_ms=overrun_ms,
         drain_idle_s=drain_idle,
@@ -297,11 +311,11 @@ def load(
             msg = "matchcast load needs --broker URL (or $MATCHCAST_BROKER, or --spawn-mosquitto)"
             cli._fail(msg, 2)
         parameters["broker"] = str(url)
-        if workers > 1:
+        if workers > 1 or probe_workers > 0:
             child = [
                 *(specs or []),
                 *("--broker", str(url), "--matches", str(matches)),
-                *("--subscribers", str(subscribers), "--speed", speed, "--ramp", str(ramp)),
+                *("--speed", speed, "--ramp", str(ramp)),
                 *("--qos", str(qos), "--payload-size", str(payload_size)),
                 "--states" if states else "--no-states",
                 *("--publishers", str(publishers), "--max-inflight", str(max_inflight)),
@@ -316,9 +330,10 @@ def load(
             ]
             # Every worker must be connected and subscribed before any sends: Python starts
             # in about a second here, more under load.
-            child += ["--start-at", repr(start_at or time.time() + 2.0 + 0.3 * workers)]
-            result = _run_workers(workers, child, console)
-            result["parameters"]["workers"] = workers
+            processes = workers + probe_workers
+            child += ["--start-at", repr(start_at or time.time() + 2.0 + 0.3 * processes)]
+            result = _run_workers(_shards(workers, probe_workers, subscribers), child, console)
+            result["parameters"].update(workers=workers, probe_workers=probe_workers)
         else:
             run = LoadRun(options, templates, make_factory(client, url))
 
@@ -344,8 +359,24 @@ def _parse_shard(text: str) -> tuple[int, int]:
     return shard
 
 
-def _run_workers(workers: int, child: list[str], console: Any) -> dict[str, Any]:
-    """Run ``workers`` shards as processes of this machine; merge their reports."""
+def _shards(workers: int, probe_workers: int, subscribers: int) -> list[list[str]]:
+    """Each worker process's own arguments: shards that send and probe; or, with
+    ``probe_workers``, senders without probes followed by probes that send nothing."""
+    if not probe_workers:
+        return [
+            ["--subscribers", str(subscribers), "--shard", f"{i}/{workers}"] for i in range(workers)
+        ]
+    senders = [["--subscribers", "0", "--shard", f"{i}/{workers}"] for i in range(workers)]
+    probes = [
+        ["--subscribers", str(subscribers), "--shard", f"{j}/{probe_workers}", "--probe-only"]
+        for j in range(probe_workers)
+    ]
+    return senders + probes
+
+
+def _run_workers(shards: list[list[str]], child: list[str], console: Any) -> dict[str, Any]:
+    """Run one process of this machine per shard (``child`` + its own arguments); merge their
+    reports."""
     import subprocess  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
 
@@ -353,7 +384,7 @@ def _run_workers(workers: int, child: list[str], console: Any) -> dict[str, Any]
     from matchcast.load import merge_reports  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="mc-load-") as tmp:
-        paths = [Path(tmp) / f"shard-{i}.json" for i in range(workers)]
+        paths = [Path(tmp) / f"shard-{i}.json" for i in range(len(shards))]
         procs = [
             subprocess.Popen(  # noqa: S603
                 [
@@ -362,8 +393,7 @@ def _run_workers(workers: int, child: list[str], console: Any) -> dict[str, Any]
                     "matchcast",
                     "load",
                     *child,
-                    "--shard",
-                    f"{i}/{workers}",
+                    *own,
                     "--report",
                     str(path),
                     "--log-format",
@@ -371,9 +401,9 @@ def _run_workers(workers: int, child: list[str], console: Any) -> dict[str, Any]
                 ],
                 stdout=subprocess.DEVNULL,
             )
-            for i, path in enumerate(paths)
+            for own, path in zip(shards, paths, strict=True)
         ]
-        console.print(f"[dim]{workers} workers running: pids {[p.pid for p in procs]}[/]")
+        console.print(f"[dim]{len(shards)} workers running: pids {[p.pid for p in procs]}[/]")
         codes = [p.wait() for p in procs]
         bad = [(i, c) for i, c in enumerate(codes) if c not in (0, 3)]
         if bad:

@@ -110,3 +110,21 @@ def test_workers_and_merge_from_the_command_line(mosquitto: Mosquitto, tmp_path:
     bad = matchcast("merge", str(out), "--report", str(again))
     assert bad.returncode == 2
     assert "--shard" in bad.stderr
+
+    # Probes in a process of their own, as mosquitto_pub and mosquitto_sub are two processes.
+    split = tmp_path / "split.json"
+    r = matchcast("--workers", "2", "--probe-workers", "1", "--matches", "3", "--subscribers",
+                  "2", "--qos", "1", "--root", root + "-split", "--no-progress", "--report",
+                  str(split))  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    report = json.loads(split.read_text())
+    shards = report["parameters"]["merged_from"]
+    assert [(p["matches"], p["subscribers"]) for p in shards] == [(2, 0), (1, 0), (0, 2)]
+    assert report["parameters"]["probe_workers"] == 1
+    assert report["sender"]["events_published"] == 3 * N
+    assert report["delivery"]["expected"] == report["delivery"]["received"] == 3 * N * 2
+    assert report["delivery"]["lost"] == report["delivery"]["duplicates"] == 0
+    assert report["latency_ms"]["count"] == 3 * N * 2
+    lonely = matchcast("--probe-only", "--matches", "3", "--root", root, "--no-progress")
+    assert lonely.returncode == 2
+    assert "--shard" in lonely.stderr

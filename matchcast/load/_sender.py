@@ -127,7 +127,7 @@ class Sender:
         first_index: int = 0,
         index_step: int = 1,
     ) -> None:
-        if not templates or not publishers:
+        if not templates or (shape.matches and not publishers):
             raise ValueError("a sender needs at least one match and one connection")
         self.templates = list(templates)
         self.shape = shape
