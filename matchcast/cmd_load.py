@@ -237,8 +237,10 @@ def load(
     if shared_group is not None and (not shared_group or any(c in shared_group for c in "/+#")):
         cli._fail(f"--shared-group {shared_group!r} must be a name without / + #", 2)
     the_shard = _parse_shard(shard) if shard else None
-    if the_shard is not None and workers > 1:
-        cli._fail("--workers and --shard do not mix: --workers runs the shards itself", 2)
+    if the_shard is not None and (workers > 1 or probe_workers):
+        cli._fail(
+            "--workers/--probe-workers and --shard do not mix: they run the shards themselves", 2
+        )
     sources = [m for spec in (specs or [None]) for m in cli._matches(spec)]  # type: ignore[list-item]
     templates = [MatchTemplate.build(m) for m in sources]
     run_tag = tag or uuid.uuid4().hex[:4]

@@ -128,3 +128,6 @@ def test_workers_and_merge_from_the_command_line(mosquitto: Mosquitto, tmp_path:
     lonely = matchcast("--probe-only", "--matches", "3", "--root", root, "--no-progress")
     assert lonely.returncode == 2
     assert "--shard" in lonely.stderr
+    mixed = matchcast("--probe-workers", "1", "--shard", "0/2", "--root", root, "--no-progress")
+    assert mixed.returncode == 2
+    assert "do not mix" in mixed.stderr
