@@ -115,7 +115,11 @@ async def test_at_a_high_speed_factor_each_event_lands_on_its_schedule(
 async def test_a_late_subscriber_starts_from_the_snapshot_without_double_counting(
     broker_url: BrokerURL, topics: Topics
 ) -> None:
-    options = ReplayOptions(speed=1500, topics=topics, break_seconds=0.2)
+    # Half time lasts a second here: the joiner subscribes while nothing is published. Joining
+    # mid-burst (a goal and the possession after it come within a millisecond) is a different
+    # case with its own tests: the event before the snapshot is held and resumed with it, or
+    # missed and repaired from the next snapshot (tests/consumers/test_runner.py).
+    options = ReplayOptions(speed=1500, topics=topics, break_seconds=1.0)
     board = Scoreboard()
     seen: list[int] = []
     board.subscriber.on()(lambda e, s: seen.append(e.seq))
@@ -123,18 +127,18 @@ async def test_a_late_subscriber_starts_from_the_snapshot_without_double_countin
     board.subscriber.on_state(joined.append)
 
     async def late_join() -> dict[str, MatchState]:
-        # join once the opener is in: wait for the retained state to say 0-1
+        # join at half time: wait for the retained state to say so
         while True:
             try:
                 async with asyncio.timeout(0.5):
                     state = await _retained_state(
                         broker_url, topics.state(SEMI.match_id), live_ok=True
                     )
-                if state.score.get("ENG") == 1:
+                if state.status == "half_time":
                     break
             except TimeoutError:
                 pass
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.02)
         return await run_watch(
             broker_url, [board.subscriber], topics=topics, until_finished={SEMI.match_id}
         )
@@ -145,7 +149,8 @@ async def test_a_late_subscriber_starts_from_the_snapshot_without_double_countin
         states = await joiner
     assert len(joined) == 1
     start = joined[0].last_seq
-    assert joined[0].score["ENG"] == 1
+    assert joined[0].status == "half_time"
+    assert joined[0].score == {"ARG": 0, "ENG": 0}
     assert seen == list(range(start + 1, len(EXPECTED) + 1)), "every later event once, in order"
     assert states[SEMI.match_id].score == {"ARG": 2, "ENG": 1}
     assert len(states[SEMI.match_id].goals) == 3  # no goal counted twice
