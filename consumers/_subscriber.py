@@ -68,8 +68,6 @@ StateHandler = Callable[[MatchState], Awaitable[None] | None]
 Hook = Callable[[], Awaitable[None] | None]
 
 _MARK = "__matchcast_subscriber__"
-#: Event routes remembered per subscriber (event classes x matches) before starting afresh.
-_ROUTES_CACHED = 10_000
 _HookKind = Literal["state", "start", "stop"]
 
 
@@ -144,7 +142,6 @@ class Subscriber:
         self.state_handlers: list[StateHandler] = []
         self.start_hooks: list[Hook] = []
         self.stop_hooks: list[Hook] = []
-        self._routes: dict[tuple[type[BaseEvent], str, int], tuple[Registration, ...]] = {}
         self._register_marked_methods()
 
     # The overloads let a type checker see which events a handler gets: @sub.on(Goal) wants
@@ -229,16 +226,9 @@ class Subscriber:
         self.stop_hooks.append(fn)
         return fn
 
-    def handlers_for(self, event: Event) -> tuple[Registration, ...]:
+    def handlers_for(self, event: Event) -> list[Registration]:
         """The registrations that want ``event``, in registration order."""
-        # Asked for every event: remembered per event class and match (and registrations).
-        key = (type(event), event.match_id, len(self.registrations))
-        found = self._routes.get(key)
-        if found is None:
-            if len(self._routes) >= _ROUTES_CACHED:
-                self._routes.clear()
-            found = self._routes[key] = tuple(r for r in self.registrations if r.wants(event))
-        return found
+        return [r for r in self.registrations if r.wants(event)]
 
     @property
     def subscriber(self) -> Subscriber:
