@@ -35,6 +35,7 @@ from matchcast.options import (
     CertFileOpt,
     KeyFileOpt,
     LogFmtOpt,
+    MatchFilterOpt,
     QosOpt,
     RootOpt,
     TlsInsecureOpt,
@@ -389,7 +390,7 @@ def watch(
     cert_file: CertFileOpt = None,
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
-    match: Annotated[str, typer.Option("--match", help="Only this match id; '+' for all.")] = "+",
+    match: MatchFilterOpt = "+",
     root: RootOpt = "matchcast",
     qos: QosOpt = 1,
     exit_at_full_time: Annotated[

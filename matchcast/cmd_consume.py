@@ -44,6 +44,7 @@ from matchcast.options import (
     CertFileOpt,
     KeyFileOpt,
     LogFmtOpt,
+    MatchFilterOpt,
     QosOpt,
     RootOpt,
     TlsInsecureOpt,
@@ -90,7 +91,7 @@ def consume(
     cert_file: CertFileOpt = None,
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
-    match: Annotated[str, typer.Option("--match", help="Only this match id; '+' for all.")] = "+",
+    match: MatchFilterOpt = "+",
     root: RootOpt = "matchcast",
     qos: QosOpt = 1,
     client_id: Annotated[

@@ -19,6 +19,7 @@ __all__ = [
     "CertFileOpt",
     "KeyFileOpt",
     "LogFmtOpt",
+    "MatchFilterOpt",
     "QosOpt",
     "RootOpt",
     "TlsInsecureOpt",
@@ -70,6 +71,7 @@ TlsInsecureOpt = Annotated[
     ),
 ]
 RootOpt = Annotated[str, typer.Option("--root", help="Topic root.")]
+MatchFilterOpt = Annotated[str, typer.Option("--match", help="Only this match id; '+' for all.")]
 LogFmtOpt = Annotated[
     str,
     typer.Option(
