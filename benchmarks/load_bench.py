@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -189,20 +188,39 @@ async def load_run(url: BrokerURL, qos: int, n: int, size: int, client: str) -> 
     }
 
 
+#: Runs argv[2:] and writes its peak RSS (KiB) to argv[1]: RUSAGE_CHILDREN of this script
+#: would give the largest child it ever ran, not this one.
+_PEAK_RSS = (
+    "import resource, subprocess, sys\n"
+    "subprocess.run(sys.argv[2:], check=True, stdout=subprocess.DEVNULL)\n"
+    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+)
+
+
+def load_cli(url: BrokerURL, *args: str, peak_rss: bool = False) -> dict[str, Any]:
+    """The JSON report of ``matchcast load --broker URL --client fast ARGS`` run as a child;
+    with ``peak_rss``, also that child's peak RSS in MB under ``"peak_rss_mb"``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out, rss = Path(tmp) / "r.json", Path(tmp) / "rss"
+        cmd = [sys.executable, "-m", "matchcast", "load", "--broker", str(url), "--client",
+               "fast", *args, "--no-progress", "--report", str(out)]  # fmt: skip
+        if peak_rss:
+            cmd = [sys.executable, "-c", _PEAK_RSS, str(rss), *cmd]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        report: dict[str, Any] = json.loads(out.read_text())
+        if peak_rss:
+            report["peak_rss_mb"] = int(rss.read_text()) / 1024
+    return report
+
+
 def load_two_processes(url: BrokerURL, qos: int, n: int, size: int) -> dict[str, object]:
     """`matchcast load --probe-workers 1`: the sender and the probe in two processes, as the
     C clients are (started through the command line; the rate is timed by the probe)."""
-    matches = max(1, n // 106)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "r.json"
-        subprocess.run(
-            [sys.executable, "-m", "matchcast", "load", "--broker", str(url), "--client", "fast",
-             "--matches", str(matches), "--subscribers", "1", "--probe-workers", "1",
-             "--no-states", "--qos", str(qos), "--payload-size", str(size),
-             "--root", f"bench-{uuid.uuid4().hex[:8]}", "--no-progress", "--report", str(out)],
-            check=True, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        report = json.loads(out.read_text())
+    report = load_cli(
+        url, "--matches", str(max(1, n // 106)), "--subscribers", "1", "--probe-workers", "1",
+        "--no-states", "--qos", str(qos), "--payload-size", str(size),
+        "--root", f"bench-{uuid.uuid4().hex[:8]}",
+    )  # fmt: skip
     d = report["delivery"]
     return {
         "rate": d["delivered_events_per_s"],
@@ -312,20 +330,13 @@ async def runner_rate_c_fed(url: BrokerURL, n: int, size: int, workdir: Path) ->
 
 
 def memory_1000(url: BrokerURL) -> dict[str, float]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "r.json"
-        subprocess.run(
-            [sys.executable, "-m", "matchcast", "load", "--broker", str(url), "--client", "fast",
-             "--matches", "1000", "--speed", "600", "--ramp", "2", "--subscribers", "1", "--qos", "0",
-             "--no-progress", "--report", str(out)],
-            check=True, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        report = json.loads(out.read_text())
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    report = load_cli(
+        url, "--matches", "1000", "--speed", "600", "--ramp", "2", "--subscribers", "1",
+        "--qos", "0", peak_rss=True,
+    )  # fmt: skip
     return {
-        "peak_mb": max(peak, before) / 1024,
+        "peak_mb": report["peak_rss_mb"],
         "seconds": time.monotonic() - t0,
         "events": report["sender"]["events_published"],
         "lost": report["delivery"]["lost"],
