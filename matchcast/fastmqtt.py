@@ -21,7 +21,7 @@ import collections
 import contextlib
 import ssl
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from types import TracebackType
 from typing import Self
 
@@ -31,7 +31,7 @@ import structlog
 from events import BrokerError, Message, MessageProps
 from matchcast.mqtt import BrokerURL
 
-__all__ = ["FastClient"]
+__all__ = ["BatchHandler", "FastClient"]
 
 _log = structlog.get_logger("matchcast.fastmqtt")
 
@@ -44,6 +44,8 @@ _FLUSH_PACKETS = 2048
 
 #: A publish waiting to be written: topic, payload, QoS, retain, properties.
 _Outgoing = tuple[str, bytes, int, bool, MessageProps | None]
+#: Takes the (topic, payload) of every message that arrived in one read from the socket.
+BatchHandler = Callable[[list[tuple[str, bytes]]], None]
 
 
 def _encode(msg: _Outgoing, packet_id: int | None) -> bytes:
@@ -119,6 +121,7 @@ class FastClient:
         self._inbound_qos2: set[int] = set()
         self._inbox: collections.deque[Message] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
+        self._batch_handler: BatchHandler | None = None
         self._closed = False
         self._error: BrokerError | None = None
         self._ping: asyncio.TimerHandle | None = None
@@ -393,6 +396,45 @@ class FastClient:
             self._waiter = self._loop.create_future()
             await self._waiter
 
+    def set_batch_handler(self, handler: BatchHandler | None) -> None:
+        """Hand received messages to ``handler`` in batches instead of to :meth:`messages`.
+
+        ``handler`` is called from the socket's read callback with the ``(topic, payload)``
+        of every message one read brought (hundreds under load; messages already queued
+        go first): no per-message object, queue or task switch, which is most of what a
+        load probe would otherwise spend. It must not block. An exception from it is logged
+        as ``broker.batch_handler_failed`` and the connection carries on. None goes back to
+        :meth:`messages`.
+        """
+        self._batch_handler = handler
+        if handler is not None and self._inbox:
+            queued = [(m.topic, m.payload) for m in self._inbox]
+            self._inbox.clear()
+            self._hand_over(handler, queued)
+
+    def _hand_over(self, handler: BatchHandler, batch: list[tuple[str, bytes]]) -> None:
+        try:
+            handler(batch)
+        except Exception as err:  # a handler bug must not drop the connection
+            _log.error(
+                "broker.batch_handler_failed",
+                broker=str(self.url),
+                messages=len(batch),
+                error=str(err),
+                exc_info=err,
+            )
+
+    async def wait_closed(self) -> None:
+        """Wait until the connection ends.
+
+        Raises:
+            BrokerError: the connection was lost (not closed by us).
+        """
+        assert self._lost is not None, "not connected"
+        await asyncio.shield(self._lost)
+        if self._error is not None:
+            raise self._error
+
     # ------------------------------------------------------------ reading
 
     def _on_data(self, data: bytes) -> None:
@@ -400,9 +442,11 @@ class FastClient:
         view = memoryview(buf)
         end = len(buf)
         off = 0
-        append = self._inbox.append
+        handler = self._batch_handler
+        batch: list[tuple[str, bytes]] = []
+        append = batch.append
+        inbox = self._inbox.append
         read, publish, at_most_once = mqtt5.read, mqtt5.PublishPacket, mqtt5.QoS.AT_MOST_ONCE
-        delivered = False
         try:
             while off < end:
                 packet, used = read(view[off:])
@@ -410,26 +454,24 @@ class FastClient:
                 if type(packet) is publish:
                     qos = packet.qos
                     if qos == at_most_once:
-                        append(Message(packet.topic, packet.payload, 0, packet.retain))
-                        delivered = True
+                        if handler is None:
+                            inbox(Message(packet.topic, packet.payload, 0, packet.retain))
+                        else:
+                            append((packet.topic, packet.payload))
                         continue
-                    if qos == mqtt5.QoS.AT_LEAST_ONCE:
-                        assert packet.packet_id is not None
-                        self._write(mqtt5.PubAckPacket(packet.packet_id).write())
-                    elif qos == mqtt5.QoS.EXACTLY_ONCE:
-                        pid = packet.packet_id
-                        assert pid is not None
-                        self._write(mqtt5.PubRecPacket(pid).write())
-                        if pid in self._inbound_qos2:
-                            continue
-                        self._inbound_qos2.add(pid)
-                    append(Message(packet.topic, packet.payload, int(qos), packet.retain))
-                    delivered = True
+                    if not self._acknowledge(packet):
+                        continue
+                    if handler is None:
+                        inbox(Message(packet.topic, packet.payload, int(qos), packet.retain))
+                    else:
+                        append((packet.topic, packet.payload))
                 else:
                     self._on_control(packet)
         except IndexError:
             pass  # an incomplete packet: wait for the rest
         except ValueError as err:
+            if batch and handler is not None:  # what came before the bad packet still counts
+                self._hand_over(handler, batch)
             _log.error("broker.malformed_packet", broker=str(self.url), error=str(err))
             self._on_lost(ConnectionError(f"malformed packet from the broker: {err}"))
             if self._transport is not None:
@@ -438,8 +480,24 @@ class FastClient:
         finally:
             view.release()
         self._buf = buf[off:] if off < end else b""
-        if delivered:
+        if batch:
+            assert handler is not None
+            self._hand_over(handler, batch)
+        elif self._inbox:
             self._wake()
+
+    def _acknowledge(self, packet: mqtt5.PublishPacket) -> bool:
+        """Ack a QoS 1 or 2 PUBLISH; False if it is a QoS 2 resend already delivered."""
+        pid = packet.packet_id
+        assert pid is not None
+        if packet.qos == mqtt5.QoS.AT_LEAST_ONCE:
+            self._write(mqtt5.PubAckPacket(pid).write())
+            return True
+        self._write(mqtt5.PubRecPacket(pid).write())
+        if pid in self._inbound_qos2:
+            return False
+        self._inbound_qos2.add(pid)
+        return True
 
     def _on_control(self, packet: mqtt5.Packet) -> None:
         if isinstance(packet, mqtt5.PubAckPacket | mqtt5.PubCompPacket):

@@ -6,6 +6,7 @@ import asyncio
 import sys
 
 import pytest
+from structlog.testing import capture_logs
 
 from events import BrokerError, Message, MessageProps, Topics
 from matchcast.fastmqtt import FastClient
@@ -139,3 +140,89 @@ async def test_a_process_that_publishes_and_exits_loses_nothing_at_qos0(
         assert await proc.wait() == 0
         got = await _collect(sub, n)
     assert int(got[-1].payload) == n - 1
+
+
+@pytest.mark.parametrize("qos", [0, 1, 2])
+async def test_a_batch_handler_gets_every_message_in_order(
+    mosquitto_url: BrokerURL, topics: Topics, qos: int
+) -> None:
+    """Messages queued before the handler was set go first; then each read is one batch."""
+    topic = topics.events("batch")
+    batches: list[list[tuple[str, bytes]]] = []
+    got = asyncio.Event()
+
+    def handler(batch: list[tuple[str, bytes]]) -> None:
+        batches.append(list(batch))
+        if sum(map(len, batches)) >= 3000:
+            got.set()
+
+    async with FastClient(mosquitto_url) as sub, FastClient(mosquitto_url) as pub:
+        await sub.subscribe(topic, qos=qos)
+        await pub.publish(topic, b"0", qos=1)
+        async with asyncio.timeout(5):
+            while not sub._inbox:  # the first message waits for messages()
+                await asyncio.sleep(0.01)
+        sub.set_batch_handler(handler)
+        futures = [pub.publish_nowait(topic, b"%d" % i, qos, False) for i in range(1, 3000)]
+        await asyncio.gather(*(f for f in futures if f is not None))
+        async with asyncio.timeout(10):
+            await got.wait()
+    flat = [payload for batch in batches for _, payload in batch]
+    assert [int(p) for p in flat] == list(range(3000))
+    assert batches[0] == [(topic, b"0")]
+    assert len(batches) < 3000 / 2  # batched, not one call per message
+    assert {t for batch in batches for t, _ in batch} == {topic}
+
+
+async def test_a_failing_batch_handler_is_logged_and_the_connection_carries_on(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    topic = topics.events("bad-handler")
+    seen: list[bytes] = []
+
+    def handler(batch: list[tuple[str, bytes]]) -> None:
+        seen.extend(p for _, p in batch)
+        if b"boom" in seen:
+            seen.remove(b"boom")
+            raise RuntimeError("handler bug")
+
+    async with FastClient(mosquitto_url) as sub, FastClient(mosquitto_url) as pub:
+        await sub.subscribe(topic, qos=1)
+        sub.set_batch_handler(handler)
+        with capture_logs() as logs:
+            await pub.publish(topic, b"boom", qos=1)
+            async with asyncio.timeout(5):
+                while not logs:
+                    await asyncio.sleep(0.01)
+        await pub.publish(topic, b"after", qos=1)
+        async with asyncio.timeout(5):
+            while b"after" not in seen:
+                await asyncio.sleep(0.01)
+    [entry] = [e for e in logs if e["event"] == "broker.batch_handler_failed"]
+    assert entry["log_level"] == "error"
+    assert entry["error"] == "handler bug"
+
+
+async def test_wait_closed_returns_on_our_close_and_raises_when_the_broker_goes(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    from matchcast.testing import Mosquitto, mosquitto_binary
+
+    async with FastClient(mosquitto_url) as ours:
+        waiter = asyncio.ensure_future(ours.wait_closed())
+        await asyncio.sleep(0.05)
+        assert not waiter.done()
+    async with asyncio.timeout(5):
+        await waiter  # closed by us: returns
+
+    binary = mosquitto_binary()
+    assert binary is not None
+    broker = Mosquitto(binary).start()
+    try:
+        async with FastClient(BrokerURL.parse(broker.url)) as c:
+            broker.kill()
+            with pytest.raises(BrokerError, match="connection lost"):
+                async with asyncio.timeout(5):
+                    await c.wait_closed()
+    finally:
+        broker.stop()
