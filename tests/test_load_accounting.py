@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 
 import pytest
 
-from events import decode_event, decode_state, encode_event, encode_state, replay_state
+from events import (
+    Topics,
+    decode_event,
+    decode_state,
+    encode_event,
+    encode_state,
+    replay_state,
+)
 from matchcast.load import (
     ConsumerAccount,
     LatencySeries,
     LoadShape,
     MatchTemplate,
+    Sender,
     StreamStats,
     decode_histogram,
     encode_histogram,
@@ -22,6 +31,7 @@ from matchcast.load import (
     parse_probe_fields,
 )
 from simulator import expand, resolve_matches
+from tests._fakes import RecordingPublisher
 
 SEMI = resolve_matches("semifinal")[0]
 TEMPLATE = MatchTemplate.build(SEMI)
@@ -187,6 +197,39 @@ def test_probe_reads_pydantic_timestamps_without_fraction_or_schedule() -> None:
         parse_probe_fields(b"{}")
 
 
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        # what matchcast writes: the fast path
+        (b'{"seq":7,"scheduled_at":"2026-07-15T19:00:01.250000Z"}', (7, 1784142001.25)),
+        # what other writers may send: each takes the careful path, to the same answer
+        (b'{"seq": 7 ,"scheduled_at":"2026-07-15T19:00:01.25Z"}', (7, 1784142001.25)),
+        (b'{"seq":7,"scheduled_at":"2026-07-15T19:00:01Z"}', (7, 1784142001.0)),
+        (b'{"seq":7,"scheduled_at":"2026-07-15T19:00:01.5+00:00"}', (7, 1784142001.5)),
+        (b'{"scheduled_at":"2026-07-15T19:00:01.5Z","seq":7}', (7, None)),
+        (b'{"seq":7}', (7, None)),
+    ],
+)
+def test_probe_fast_and_careful_paths_agree(raw: bytes, expected: tuple[int, float]) -> None:
+    seq, scheduled = parse_probe_fields(raw)
+    assert seq == expected[0]
+    assert scheduled == (pytest.approx(expected[1]) if expected[1] is not None else None)
+
+
+@pytest.mark.parametrize(
+    ("raw", "error"),
+    [
+        (b'{"seq":"x","scheduled_at":"2026-07-15T19:00:01.5Z"}', "not a number"),
+        (b'{"seq":7,"scheduled_at":"2026-07-15T19:00:01.5+02:00"}', "not UTC"),
+        (b'{"seq":7,"scheduled_at":"yesterdayZ"}', "not a timestamp"),
+        (b'{"seq":7,"scheduled_at":"2026-07-15Tab:00:01.5Z"}', "not a timestamp"),
+    ],
+)
+def test_probe_rejects_what_it_cannot_read(raw: bytes, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        parse_probe_fields(raw)
+
+
 def test_match_ids_are_distinct_valid_and_bounded() -> None:
     ids = {match_ids("x" * 70, "ab12", i) for i in range(1000)}
     assert len(ids) == 1000
@@ -219,3 +262,38 @@ def test_the_load_package_exports_exactly_its_public_names() -> None:
         "parse_probe_fields", "probe_filter", "render_table", "run_consumer", "submit",
         "verify_states", "write_chart",
     }  # fmt: skip
+
+
+async def test_at_max_speed_started_matches_take_turns_and_ramped_ones_join_late() -> None:
+    """The max-speed sender: every match's events in seq order, round robin between the
+    matches running, and a ramped match's first event no earlier than its start."""
+    pub = RecordingPublisher()
+    shape = LoadShape(matches=3, qos=0, states=False, ramp_s=0.3)
+    sender = Sender([TEMPLATE], shape, [pub], topics=Topics("t"))
+    stats = await sender.run()
+    await asyncio.sleep(0)  # the last publishes' tasks
+    by_match: dict[str, list[int]] = {}
+    order = []
+    for p in pub.sent:
+        event = decode_event(p.payload)
+        by_match.setdefault(event.match_id, []).append(event.seq)
+        order.append(event.match_id)
+    assert stats.events == 3 * len(TEMPLATE) == len(pub.sent)
+    assert all(seqs == list(range(1, len(TEMPLATE) + 1)) for seqs in by_match.values())
+    first, second, third = sorted(by_match, key=order.index)
+    # match 1 starts 0.1 s after match 0, long after match 0 finished at max speed
+    assert order[: len(TEMPLATE)] == [first] * len(TEMPLATE)
+    starts = {m: order.index(m) for m in (first, second, third)}
+    assert starts[second] == len(TEMPLATE)
+    assert starts[third] == 2 * len(TEMPLATE)
+
+
+async def test_at_max_speed_matches_running_together_alternate() -> None:
+    pub = RecordingPublisher()
+    shape = LoadShape(matches=2, qos=0, states=False)
+    sender = Sender([TEMPLATE], shape, [pub], topics=Topics("t"))
+    await sender.run()
+    await asyncio.sleep(0)
+    ids = [decode_event(p.payload).match_id for p in pub.sent]
+    assert ids[:6] == [ids[0], ids[1]] * 3
+    assert ids[0] != ids[1]

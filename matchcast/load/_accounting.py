@@ -333,14 +333,45 @@ def parse_probe_fields(payload: bytes) -> tuple[int, float | None]:
     Raises:
         ValueError: the payload has no ``seq`` or a malformed timestamp.
     """
+    # The fast path reads what matchcast writes: `"seq":N,` and `"scheduled_at":"...SS.ffffffZ"`;
+    # anything else (spaces, no fraction, +00:00) takes the careful path.
     i = payload.find(_SEQ)
     if i < 0:
         raise ValueError("no seq in payload")
     i += len(_SEQ)
-    j = i
+    j = payload.find(b",", i)
+    k = payload.find(_SCHED, j) if j > 0 else -1
+    if k < 0:
+        return _parse_carefully(payload)
+    k += len(_SCHED)
+    e = payload.find(b'"', k)
+    if not 22 <= e - k <= 40 or payload[e - 1] != 90 or payload[k + 19] != 46:  # "Z", "."
+        return _parse_carefully(payload)
+    try:
+        seq = int(payload[i:j])
+        seconds = _epoch_seconds(payload[k : k + 19])
+        frac = int(payload[k + 20 : e - 1])
+    except ValueError:
+        return _parse_carefully(payload)
+    return seq, seconds + frac * _SCALE[e - k - 21]
+
+
+_SCALE = tuple(10.0**-n for n in range(32))
+
+
+def _parse_carefully(payload: bytes) -> tuple[int, float | None]:
+    i = payload.find(_SEQ)
+    if i < 0:
+        raise ValueError("no seq in payload")
+    i += len(_SEQ)
     n = len(payload)
+    while i < n and payload[i] in b" \t\r\n":
+        i += 1
+    j = i
     while j < n and 48 <= payload[j] <= 57:
         j += 1
+    if j == i:
+        raise ValueError("seq is not a number")
     seq = int(payload[i:j])
     k = payload.find(_SCHED, j)
     if k < 0:
@@ -353,7 +384,12 @@ def parse_probe_fields(payload: bytes) -> tuple[int, float | None]:
         body = ts[:-6]
     else:
         raise ValueError(f"scheduled_at {ts!r} is not UTC")
-    seconds = _epoch_seconds(body[:19])
+    if len(body) < 19:
+        raise ValueError(f"scheduled_at {ts!r} is not a timestamp")
+    try:
+        seconds = _epoch_seconds(body[:19])
+    except ValueError:
+        raise ValueError(f"scheduled_at {ts!r} is not a timestamp") from None
     frac = 0.0
     if len(body) > 20 and body[19] == 46:  # "."
         digits = body[20:]
