@@ -11,6 +11,7 @@ saturated load generator shows up as such and is never mistaken for a slow broke
 from __future__ import annotations
 
 import asyncio
+import collections
 import heapq
 import itertools
 import time
@@ -228,6 +229,33 @@ class Sender:
             self._send(copy.conn, copy.state_topic, copy.template.state(i, copy.mid), True)
             stats.states += 1
 
+    def _requeue(
+        self,
+        slot: int,
+        copy: _Copy,
+        now: float,
+        stop_at: float | None,
+        heap: list[tuple[float, int, int, _Copy]],
+        turns: collections.deque[tuple[int, _Copy]],
+    ) -> None:
+        """Queue the next event of ``copy``; or, if it is done, count it and (when running
+        for a duration) start a fresh copy in its slot."""
+        if copy.index < len(copy.template):
+            if copy.offsets is None:
+                turns.append((slot, copy))
+            else:
+                due = copy.start + copy.offsets[copy.index]
+                heapq.heappush(heap, (due, next(self._order), slot, copy))
+            return
+        self.stats.matches_completed += 1
+        self.stats.completed.append(copy.match_id)
+        if stop_at is not None:
+            fresh = self._new_copy(slot, now)
+            if fresh.offsets is None:
+                turns.append((slot, fresh))
+            else:
+                heapq.heappush(heap, (now, next(self._order), slot, fresh))
+
     async def run(self) -> SenderStats:
         """Send until every match finished or ``duration_s`` is up; wait for the broker."""
         shape = self.shape
@@ -241,33 +269,35 @@ class Sender:
             copy = self._new_copy(slot, start)
             heapq.heappush(heap, (start, next(self._order), slot, copy))
         stop_at = mono0 + shape.duration_s if shape.duration_s is not None else None
+        # At max speed an event is due when its turn comes: started matches take turns from
+        # a FIFO, and the heap only holds matches whose (ramped) start is still ahead.
+        fifo = not shape.scheduled
+        turns: collections.deque[tuple[int, _Copy]] = collections.deque()
         since_yield = 0
-        while heap and not self._stop:
-            due, _, slot, copy = heap[0]
+        while (heap or turns) and not self._stop:
             now = time.monotonic()
+            while fifo and heap and heap[0][0] <= now:
+                _, _, slot, copy = heapq.heappop(heap)
+                turns.append((slot, copy))
+            if turns:
+                slot, copy = turns.popleft()
+                due = now
+            else:
+                due, _, slot, copy = heap[0]
             if stop_at is not None and (now >= stop_at or due >= stop_at):
                 break
             if due > now:
                 await asyncio.sleep(due - now)
                 since_yield = 0
                 continue
-            heapq.heappop(heap)
+            if not fifo:
+                heapq.heappop(heap)
             i = copy.index
             self._emit(copy, i, due, now)
             if self._inflight[copy.conn] >= self.max_inflight:
                 await self._window(copy.conn)
             copy.index = i + 1
-            if copy.index < len(copy.template):
-                next_due = (
-                    copy.start + copy.offsets[copy.index] if copy.offsets is not None else now
-                )
-                heapq.heappush(heap, (next_due, next(self._order), slot, copy))
-            else:
-                stats.matches_completed += 1
-                stats.completed.append(copy.match_id)
-                if stop_at is not None:
-                    fresh = self._new_copy(slot, now)
-                    heapq.heappush(heap, (now, next(self._order), slot, fresh))
+            self._requeue(slot, copy, now, stop_at, heap, turns)
             since_yield += 1
             if since_yield >= 64:
                 since_yield = 0
