@@ -53,7 +53,14 @@ from events._state import (
     replay_state,
 )
 from events._topics import DEFAULT_ROOT, TopicKind, Topics
-from events._wire import Message, MessageProps, MessageSource, Publisher, Reconnectable
+from events._wire import (
+    BatchSource,
+    Message,
+    MessageProps,
+    MessageSource,
+    Publisher,
+    Reconnectable,
+)
 
 __all__ = [
     "CONTENT_TYPE",
@@ -62,6 +69,7 @@ __all__ = [
     "PERIOD_BOUNDS",
     "SCHEMA_VERSION",
     "BaseEvent",
+    "BatchSource",
     "BrokerError",
     "Card",
     "CardRecord",

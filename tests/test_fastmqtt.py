@@ -148,10 +148,10 @@ async def test_a_batch_handler_gets_every_message_in_order(
 ) -> None:
     """Messages queued before the handler was set go first; then each read is one batch."""
     topic = topics.events("batch")
-    batches: list[list[tuple[str, bytes]]] = []
+    batches: list[list[Message]] = []
     got = asyncio.Event()
 
-    def handler(batch: list[tuple[str, bytes]]) -> None:
+    def handler(batch: list[Message]) -> None:
         batches.append(list(batch))
         if sum(map(len, batches)) >= 3000:
             got.set()
@@ -167,11 +167,11 @@ async def test_a_batch_handler_gets_every_message_in_order(
         await asyncio.gather(*(f for f in futures if f is not None))
         async with asyncio.timeout(10):
             await got.wait()
-    flat = [payload for batch in batches for _, payload in batch]
-    assert [int(p) for p in flat] == list(range(3000))
-    assert batches[0] == [(topic, b"0")]
+    flat = [m for batch in batches for m in batch]
+    assert [int(m.payload) for m in flat] == list(range(3000))
+    assert [(m.topic, m.payload) for m in batches[0]] == [(topic, b"0")]
     assert len(batches) < 3000 / 2  # batched, not one call per message
-    assert {t for batch in batches for t, _ in batch} == {topic}
+    assert {(m.topic, m.qos, m.retain) for m in flat[1:]} == {(topic, qos, False)}
 
 
 async def test_a_failing_batch_handler_is_logged_and_the_connection_carries_on(
@@ -180,8 +180,8 @@ async def test_a_failing_batch_handler_is_logged_and_the_connection_carries_on(
     topic = topics.events("bad-handler")
     seen: list[bytes] = []
 
-    def handler(batch: list[tuple[str, bytes]]) -> None:
-        seen.extend(p for _, p in batch)
+    def handler(batch: list[Message]) -> None:
+        seen.extend(m.payload for m in batch)
         if b"boom" in seen:
             seen.remove(b"boom")
             raise RuntimeError("handler bug")

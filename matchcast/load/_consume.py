@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import structlog
 
 from consumers import Runner, Subscriber
-from events import Message, MessageSource, Topics
+from events import BatchSource, Message, MessageSource, Topics
 from matchcast.load._metrics import RunnerMetrics
 from matchcast.load._run import LoadClient
 from matchcast.load._verify import StateReporter
@@ -40,6 +40,31 @@ class SharedSource:
     def messages(self) -> AsyncIterator[Message]:
         """The underlying source's messages."""
         return self.source.messages()
+
+    @staticmethod
+    def over(source: MessageSource, group: str) -> SharedSource:
+        """A shared source over ``source``, taking batches where ``source`` can."""
+        if isinstance(source, BatchSource):
+            return SharedBatchSource(source, group)
+        return SharedSource(source, group)
+
+
+class SharedBatchSource(SharedSource):
+    """A :class:`SharedSource` over a source that can hand messages over in batches."""
+
+    def __init__(self, source: MessageSource, group: str) -> None:
+        super().__init__(source, group)
+        if not isinstance(source, BatchSource):
+            raise TypeError(f"{type(source).__name__} cannot hand messages over in batches")
+        self.batches: BatchSource = source
+
+    def set_batch_handler(self, handler: Callable[[list[Message]], None] | None) -> None:
+        """See :class:`events.BatchSource`."""
+        self.batches.set_batch_handler(handler)
+
+    async def wait_closed(self) -> None:
+        """See :class:`events.BatchSource`."""
+        await self.batches.wait_closed()
 
 
 async def run_consumer(
@@ -66,7 +91,7 @@ async def run_consumer(
         subs.append(reporter.subscriber)
     runner = Runner([metrics.instrument(s) for s in subs], topics=topics, queue_size=100_000)
     metrics.watch(runner)
-    source: MessageSource = SharedSource(client, shared_group) if shared_group else client
+    source: MessageSource = SharedSource.over(client, shared_group) if shared_group else client
     task = asyncio.ensure_future(runner.run(source, qos=qos))
     try:
         await runner.subscribed.wait()

@@ -13,11 +13,19 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 import structlog
 
-from events import BrokerError, MatchcastError, MessageSource, Publisher, Topics
+from events import (
+    BatchSource,
+    BrokerError,
+    MatchcastError,
+    Message,
+    MessageSource,
+    Publisher,
+    Topics,
+)
 from matchcast.load._accounting import ConsumerAccount, LatencySeries, parse_probe_fields
 from matchcast.load._sender import Sender, SenderStats
 from matchcast.load._verify import collect_reported_states, verify_states
@@ -38,20 +46,6 @@ _log = structlog.get_logger("matchcast.load")
 
 class LoadClient(Publisher, MessageSource, Protocol):
     """A connection that both publishes and subscribes (both MQTT clients are one)."""
-
-
-@runtime_checkable
-class BatchSource(Protocol):
-    """A source that can hand over messages in batches (:class:`matchcast.fastmqtt.FastClient`);
-    a probe on one costs about half as much per message."""
-
-    def set_batch_handler(self, handler: Callable[[list[tuple[str, bytes]]], None] | None) -> None:
-        """Deliver ``(topic, payload)`` batches to ``handler`` instead of ``messages()``."""
-        ...
-
-    async def wait_closed(self) -> None:
-        """Until the connection ends; ``BrokerError`` if it was lost."""
-        ...
 
 
 #: Makes a client from a client id and a role (``pub``, ``probe``, ``verify``); entering it
@@ -346,22 +340,20 @@ class LoadRun:
                 probe.set_batch_handler(None)
             return
         async for message in probe.messages():
-            ingest([(message.topic, message.payload)], time.time())
+            ingest([message], time.time())
 
-    def _ingester(
-        self, account: ConsumerAccount
-    ) -> Callable[[Sequence[tuple[str, bytes]], float], None]:
-        """Accounts a batch of ``(topic, payload)`` that arrived at ``now`` (epoch seconds)."""
+    def _ingester(self, account: ConsumerAccount) -> Callable[[Sequence[Message], float], None]:
+        """Accounts a batch of messages that arrived at ``now`` (epoch seconds)."""
         prefix = self.options.topics.root + "/matches/"
         cut = len(prefix)
         match_of: dict[str, str | None] = {}  # topic -> match id; None: not an event topic
         record = account.record
 
-        def ingest(batch: Sequence[tuple[str, bytes]], now: float) -> None:
+        def ingest(batch: Sequence[Message], now: float) -> None:
             sender = self.sender
             wall0 = sender.wall0 if sender is not None and sender.wall0 else now
             second = int(now - wall0)
-            for topic, payload in batch:
+            for topic, payload, _, _ in batch:
                 try:
                     match_id = match_of[topic]
                 except KeyError:

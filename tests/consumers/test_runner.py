@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -13,6 +13,8 @@ from consumers import HandlerCall, PluginError, Runner, Subscriber
 from consumers._sequencer import HOLD_LIMIT
 from events import (
     BaseEvent,
+    BatchSource,
+    BrokerError,
     Event,
     FullTime,
     Goal,
@@ -446,3 +448,71 @@ async def test_stop_lets_the_handler_in_flight_and_the_queued_ones_finish() -> N
     assert finished == [1, 2, 3]
     assert stats.handled == 3
     assert source.filters == runner.topic_filters()
+
+
+class BatchQueueSource(QueueSource):
+    """An in-memory BatchSource: ``deliver`` hands a batch to the handler, if one is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handler: Callable[[list[Message]], None] | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def set_batch_handler(self, handler: Callable[[list[Message]], None] | None) -> None:
+        self.handler = handler
+
+    async def wait_closed(self) -> None:
+        await self.closed
+
+    async def deliver(self, batch: list[Message]) -> None:
+        async with asyncio.timeout(5):
+            while self.handler is None:
+                await asyncio.sleep(0.001)
+        self.handler(batch)
+
+
+async def test_a_batch_source_feeds_the_runner_a_read_at_a_time() -> None:
+    """Events and a retained snapshot arrive in batches; the runner treats them exactly as
+    it would from messages(), and the source ending normally ends the run."""
+    sub, seen = recorder()
+    runner = Runner([sub])
+    source = BatchQueueSource()
+    harness = Harness()
+    task = asyncio.create_task(runner.run(source))
+    assert isinstance(source, BatchSource)
+    snapshot = harness.message(STATES[2], retain=True)
+    await source.deliver([snapshot])
+    await source.deliver([harness.message(e) for e in EVENTS[3:6]])
+    await source.deliver([harness.message(EVENTS[4])])  # a duplicate: dropped
+    source.closed.set_result(None)
+    stats = await asyncio.wait_for(task, timeout=10)
+    assert seen == [("state", 3), ("event", 4), ("event", 5), ("event", 6)]
+    assert source.handler is None  # handed back
+    assert stats.duplicates == 1
+    assert runner.states[MATCH] == STATES[5]
+
+
+async def test_a_lost_batch_source_ends_the_run_with_its_error() -> None:
+    runner = Runner([recorder()[0]])
+    source = BatchQueueSource()
+    task = asyncio.create_task(runner.run(source))
+    await source.deliver([Harness().message(EVENTS[0])])
+    source.closed.set_exception(BrokerError("mqtt://x", "connection lost"))
+    with pytest.raises(BrokerError, match="connection lost"):
+        await asyncio.wait_for(task, timeout=10)
+
+
+async def test_a_bug_while_taking_a_batch_ends_the_run_and_is_not_swallowed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runner = Runner([recorder()[0]])
+
+    def broken(message: Message) -> None:
+        raise RuntimeError("bug in the runner")
+
+    monkeypatch.setattr(runner, "_process", broken)
+    source = BatchQueueSource()
+    task = asyncio.create_task(runner.run(source))
+    await source.deliver([Harness().message(EVENTS[0])])
+    with pytest.raises(RuntimeError, match="bug in the runner"):
+        await asyncio.wait_for(task, timeout=10)
