@@ -1,0 +1,55 @@
+"""The README keeps what a newcomer needs: two Quickstart commands, an architecture section
+naming every package, and links that lead somewhere. (A docs edit once dropped five sections
+of it unnoticed.)"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def _section(title: str) -> str:
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", README, re.S | re.M)
+    assert match is not None, f"README has no '## {title}' section"
+    return match.group(1)
+
+
+def test_the_quickstart_holds_exactly_two_commands() -> None:
+    [block] = re.findall(r"```sh\n(.*?)```", _section("Quickstart"), re.S)
+    commands = [line for line in block.splitlines() if line.strip()]
+    assert len(commands) == 2
+    assert commands[0].endswith("matchcast demo")
+    assert commands[1].endswith("pytest")
+
+
+def test_the_sections_users_look_for_are_there() -> None:
+    for title in (
+        "Topics and payloads",
+        "Running against any broker",
+        "Architecture",
+        "Reliability",
+        "Load testing",
+        "Benchmarks",
+        "Status",
+    ):
+        assert _section(title).strip(), title
+
+
+def test_the_architecture_names_every_package() -> None:
+    arch = _section("Architecture")
+    packages = sorted(
+        p.name for p in ROOT.iterdir() if (p / "__init__.py").exists() and p.name != "tests"
+    )
+    assert packages == ["consumers", "events", "matchcast", "simulator"]
+    for name in packages:
+        assert f"`{name}/`" in arch, name
+
+
+def test_relative_links_lead_to_files() -> None:
+    links = re.findall(r"\]\((?!https?://|#)([^)#\s]+)", README)
+    assert links
+    missing = [link for link in links if not (ROOT / link).exists()]
+    assert not missing, missing
