@@ -167,3 +167,47 @@ def test_consume_and_load_verify_state_from_the_command_line(
     finally:
         consumer.kill()
         consumer.wait()
+
+
+@pytest.mark.mosquitto
+async def test_a_shared_group_of_fast_consumers_takes_batches_and_receives_each_event_once(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    """Two runners on fast clients in one `$share` group: batches through SharedBatchSource,
+    every event received by exactly one member. mosquitto spreads a match's events over the
+    members, so each member's runner sees gaps in every match (what docs/load.md warns of)."""
+    from matchcast.fastmqtt import FastClient
+    from matchcast.load import SharedSource
+
+    k = 3
+    async with FastClient(mosquitto_url) as a, FastClient(mosquitto_url) as b:
+        assert type(SharedSource.over(a, "grp")).__name__ == "SharedBatchSource"
+        ready = [asyncio.Event(), asyncio.Event()]
+        members = [
+            asyncio.ensure_future(
+                run_consumer(
+                    conn,
+                    topics,
+                    f"m{i}",
+                    shared_group="grp",
+                    report_state=False,
+                    idle_exit_s=1.0,
+                    ready=ready[i],
+                )
+            )
+            for i, conn in enumerate((a, b))
+        ]
+        for r in ready:
+            await r.wait()
+        options = LoadOptions(
+            shape=LoadShape(matches=k, qos=1, states=False), topics=topics, subscribers=1
+        )
+        await LoadRun(
+            options, [TEMPLATE], lambda cid, role: FastClient(mosquitto_url, client_id=cid)
+        ).run()
+        async with asyncio.timeout(30):
+            summaries = await asyncio.gather(*members)
+    assert sum(s["received"] for s in summaries) == k * len(TEMPLATE)
+    assert all(s["received"] > 0 for s in summaries)  # the group split the work
+    assert sum(s["duplicates"] + s["rejected"] for s in summaries) == 0
+    assert all(s["gaps"] > 0 for s in summaries)
