@@ -6,7 +6,9 @@ encoded and decoded by ``mqtt5`` (Rust), outgoing packets are gathered and writt
 event-loop iteration (one ``send`` for many packets), and incoming ones are decoded in bulk as
 each chunk of bytes arrives. It implements the same :class:`events.Publisher` and
 :class:`events.MessageSource` protocols as :class:`matchcast.mqtt.MqttClient`, plus
-``publish_nowait`` so a load generator can keep many publishes in flight without a task each.
+``publish_nowait`` so a load generator can keep many publishes in flight without a task each,
+and :class:`events.BatchSource` (``set_batch_handler``), so a consumer can take each read's
+messages in one call instead of one at a time from :meth:`FastClient.messages`.
 
 Scope: MQTT 5 only (no 3.1.1 fallback), QoS 0, 1 and 2 both ways, keepalive pings, clean
 start, TLS, username/password, a clean DISCONNECT. No will, no session resumption, no
