@@ -171,6 +171,17 @@ async def raw_fast(url: BrokerURL, qos: int, n: int, size: int) -> float:
     return got / (last - t0)
 
 
+def _delivery(report: dict[str, Any]) -> dict[str, object]:
+    """What a load run's report says was delivered: rate, loss, duplicates, p99 latency."""
+    d = report["delivery"]
+    return {
+        "rate": d["delivered_events_per_s"],
+        "lost": d["lost"],
+        "dup": d["duplicates"],
+        "p99": report["latency_ms"]["p99"],
+    }
+
+
 async def load_run(url: BrokerURL, qos: int, n: int, size: int, client: str) -> dict[str, object]:
     template = MatchTemplate.build(resolve_matches("semifinal")[0])
     matches = max(1, n // len(template))
@@ -179,13 +190,7 @@ async def load_run(url: BrokerURL, qos: int, n: int, size: int, client: str) -> 
     run = LoadRun(options, [template], make_factory(ClientKind(client), url))
     await run.run()
     report = build_report(run, {})
-    d = report["delivery"]
-    return {
-        "rate": d["delivered_events_per_s"],
-        "lost": d["lost"],
-        "dup": d["duplicates"],
-        "p99": report["latency_ms"]["p99"],
-    }
+    return _delivery(report)
 
 
 #: Runs argv[2:] and writes its peak RSS (KiB) to argv[1]: RUSAGE_CHILDREN of this script
@@ -221,13 +226,7 @@ def load_two_processes(url: BrokerURL, qos: int, n: int, size: int) -> dict[str,
         "--no-states", "--qos", str(qos), "--payload-size", str(size),
         "--root", f"bench-{uuid.uuid4().hex[:8]}",
     )  # fmt: skip
-    d = report["delivery"]
-    return {
-        "rate": d["delivered_events_per_s"],
-        "lost": d["lost"],
-        "dup": d["duplicates"],
-        "p99": report["latency_ms"]["p99"],
-    }
+    return _delivery(report)
 
 
 async def _runner_rate(

@@ -367,9 +367,8 @@ class Runner:
             closed.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await closed  # raises BrokerError if the connection was lost
-        failed.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await failed
+        if failed.done():
+            failed.result()  # the bug, raised here as messages() would have raised it
 
     def stop(self) -> None:
         """Ask :meth:`run` to stop reading; the handlers in flight and queued still finish."""

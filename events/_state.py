@@ -160,7 +160,7 @@ def evolve(state: MatchState, changes: dict[str, Any]) -> MatchState:
     """``state.model_copy(update=changes)``, for the reducer's hot path: a tenth of the time.
 
     The changes are not validated, like ``model_copy``'s; the reducer only passes values
-    taken from validated events. ``tests/test_state.py`` checks it equals ``model_copy``.
+    taken from validated events. ``tests/test_reducer.py`` checks it equals ``model_copy``.
     """
     new = _new(MatchState)
     fields = state.__dict__.copy()

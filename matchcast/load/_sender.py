@@ -147,6 +147,10 @@ class Sender:
         self._slot_free: list[asyncio.Event] = [asyncio.Event() for _ in self.publishers]
         self._all_done = asyncio.Event()
         self._all_done.set()
+        #: Matches waiting for a due time (their start, or their next event on a schedule).
+        self._heap: list[tuple[float, int, int, _Copy]] = []
+        #: At max speed, the running matches in turn.
+        self._turns: collections.deque[tuple[int, _Copy]] = collections.deque()
         self._stop = False
         self.mono0 = 0.0
         self.wall0 = 0.0
@@ -229,32 +233,25 @@ class Sender:
             self._send(copy.conn, copy.state_topic, copy.template.state(i, copy.mid), True)
             stats.states += 1
 
-    def _requeue(
-        self,
-        slot: int,
-        copy: _Copy,
-        now: float,
-        stop_at: float | None,
-        heap: list[tuple[float, int, int, _Copy]],
-        turns: collections.deque[tuple[int, _Copy]],
-    ) -> None:
+    def _requeue(self, slot: int, copy: _Copy, now: float, stop_at: float | None) -> None:
         """Queue the next event of ``copy``; or, if it is done, count it and (when running
         for a duration) start a fresh copy in its slot."""
         if copy.index < len(copy.template):
-            if copy.offsets is None:
-                turns.append((slot, copy))
-            else:
-                due = copy.start + copy.offsets[copy.index]
-                heapq.heappush(heap, (due, next(self._order), slot, copy))
+            offsets = copy.offsets
+            self._queue(slot, copy, now if offsets is None else copy.start + offsets[copy.index])
             return
         self.stats.matches_completed += 1
         self.stats.completed.append(copy.match_id)
         if stop_at is not None:
-            fresh = self._new_copy(slot, now)
-            if fresh.offsets is None:
-                turns.append((slot, fresh))
-            else:
-                heapq.heappush(heap, (now, next(self._order), slot, fresh))
+            self._queue(slot, self._new_copy(slot, now), now)
+
+    def _queue(self, slot: int, copy: _Copy, due: float) -> None:
+        """At max speed (no offsets) a running match takes its turn in the FIFO; otherwise
+        its next event waits in the heap for ``due``."""
+        if copy.offsets is None:
+            self._turns.append((slot, copy))
+        else:
+            heapq.heappush(self._heap, (due, next(self._order), slot, copy))
 
     async def run(self) -> SenderStats:
         """Send until every match finished or ``duration_s`` is up; wait for the broker."""
@@ -263,7 +260,7 @@ class Sender:
         self.mono0 = mono0 = time.monotonic()
         self.wall0 = time.time()
         stats.started = mono0
-        heap: list[tuple[float, int, int, _Copy]] = []
+        heap = self._heap
         for slot in range(shape.matches):
             start = mono0 + shape.start_offset(self.first_index + slot * self.index_step)
             copy = self._new_copy(slot, start)
@@ -272,7 +269,7 @@ class Sender:
         # At max speed an event is due when its turn comes: started matches take turns from
         # a FIFO, and the heap only holds matches whose (ramped) start is still ahead.
         fifo = not shape.scheduled
-        turns: collections.deque[tuple[int, _Copy]] = collections.deque()
+        turns = self._turns
         since_yield = 0
         while (heap or turns) and not self._stop:
             now = time.monotonic()
@@ -297,7 +294,7 @@ class Sender:
             if self._inflight[copy.conn] >= self.max_inflight:
                 await self._window(copy.conn)
             copy.index = i + 1
-            self._requeue(slot, copy, now, stop_at, heap, turns)
+            self._requeue(slot, copy, now, stop_at)
             since_yield += 1
             if since_yield >= 64:
                 since_yield = 0
