@@ -1,0 +1,119 @@
+"""Several brokers: the list a user names, and the order and pace in which they are tried.
+
+``--broker`` (and ``$MATCHCAST_BROKER``) take a comma-separated list of broker URLs, the nodes
+of one cluster (``mqtt://10.0.0.1:1883,mqtt://10.0.0.2:1883``). Both MQTT clients
+(:class:`matchcast.mqtt.MqttClient` on aiomqtt and :class:`matchcast.fastmqtt.FastClient`) take
+their connection attempts from one :class:`Attempts` schedule, so the failover policy is
+written once:
+
+- a first connection tries the list in order, at once, and connects to the first node that
+  answers;
+- after a lost connection, the next node after the lost one goes first and the lost node last
+  (it is the one most likely down), then round-robin;
+- each full pass over the list that fails doubles the wait before an attempt (exponential
+  backoff from ``initial`` to ``cap``), and every wait is a random fraction of it (full jitter),
+  so clients that lost the same node do not all return at once. With one broker this is the
+  familiar backoff 0.1 s doubling to 5 s; with several, a dead node costs one quick attempt
+  before the next node is tried, so a client is connected again within seconds.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from matchcast.mqtt import BrokerURL
+
+__all__ = ["Attempt", "Attempts", "parse_brokers"]
+
+
+def parse_brokers(text: str) -> tuple[BrokerURL, ...]:
+    """The brokers of a comma-separated list of URLs (a single URL is a list of one).
+
+    Raises:
+        ValueError: an empty list, an empty entry, a bad URL (naming it, password hidden), the
+            same broker twice, or a list mixing ``mqtt://`` and ``mqtts://``.
+    """
+    parts = [p.strip() for p in text.split(",")]
+    if not any(parts):
+        raise ValueError("no broker given: e.g. mqtt://127.0.0.1:1883")
+    if not all(parts):
+        raise ValueError(
+            "an empty entry in the broker list: separate URLs with single commas, e.g. "
+            "mqtt://10.0.0.1:1883,mqtt://10.0.0.2:1883"
+        )
+    urls = tuple(BrokerURL.parse(p) for p in parts)
+    seen: set[tuple[str, int]] = set()
+    for url in urls:
+        key = (url.host, url.port)
+        if key in seen:
+            raise ValueError(f"broker {url} is listed twice")
+        seen.add(key)
+    if len({u.tls for u in urls}) > 1:
+        raise ValueError("the broker list mixes mqtt:// and mqtts://: use one scheme for all nodes")
+    return urls
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One connection attempt: wait ``delay`` seconds, then try ``url`` (``index`` in the list)."""
+
+    index: int
+    url: BrokerURL
+    delay: float
+
+
+class Attempts:
+    """The schedule of connection attempts over a list of brokers.
+
+    :meth:`first_pass` gives the attempts of a first connection (the list in order, at once;
+    a caller that gets through it without a connection reports the brokers unreachable).
+    :meth:`after_loss` gives the endless attempts after an established connection was lost
+    (the caller bounds them by time). Call :meth:`connected` when an attempt succeeds, so the
+    next loss starts from the right node with the backoff reset. ``rng`` returns a float in
+    [0, 1): injectable, so a test sees the exact schedule.
+    """
+
+    def __init__(
+        self,
+        urls: Sequence[BrokerURL],
+        *,
+        initial: float = 0.1,
+        cap: float = 5.0,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        if not urls:
+            raise ValueError("no broker to connect to")
+        self.urls = tuple(urls)
+        self.initial = initial
+        self.cap = cap
+        self._rng = rng
+        #: The index of the node of the current (or last) connection.
+        self.current = 0
+
+    def connected(self, index: int) -> None:
+        """An attempt on ``urls[index]`` succeeded: the next loss starts after it."""
+        self.current = index
+
+    def first_pass(self) -> Iterator[Attempt]:
+        """A first connection: each broker once, in the order given, with no wait."""
+        for index, url in enumerate(self.urls):
+            yield Attempt(index, url, 0.0)
+
+    def after_loss(self) -> Iterator[Attempt]:
+        """Endless attempts after the connection to :attr:`current` was lost.
+
+        The nodes after the lost one go first, the lost one last, then round-robin. Pass
+        ``r`` (from 0) waits a random fraction of ``min(cap, initial * 2**r)`` before each
+        attempt.
+        """
+        n = len(self.urls)
+        start = (self.current + 1) % n
+        attempt = 0
+        while True:
+            rounds = attempt // n
+            index = (start + attempt) % n
+            ceiling = min(self.cap, self.initial * 2**rounds)
+            yield Attempt(index, self.urls[index], self._rng() * ceiling)
+            attempt += 1
