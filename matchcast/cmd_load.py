@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import csv
 import json
@@ -16,7 +17,11 @@ from typing import Annotated, Any
 
 import typer
 
+from events import BrokerError
 from matchcast.options import CaFileOpt, CertFileOpt, KeyFileOpt, TlsInsecureOpt
+
+#: What a worker started with ``--start-on-go`` prints once it is connected and subscribed.
+READY_LINE = "matchcast-load-ready"
 
 #: Unlike the other commands, a load test never falls back to the embedded broker.
 _BrokerOpt = Annotated[
@@ -202,6 +207,15 @@ def load(
         float | None,
         typer.Option("--start-at", help="Epoch seconds to start sending (shards start together)."),
     ] = None,
+    start_on_go: Annotated[
+        bool,
+        typer.Option(
+            "--start-on-go",
+            hidden=True,
+            help=f"Once connected and subscribed, print {READY_LINE!r} and wait for 'go' on "
+            "standard input (how --workers starts its processes together).",
+        ),
+    ] = False,
     tag: Annotated[
         str | None, typer.Option("--tag", help="Match id tag; give shards of one run the same.")
     ] = None,
@@ -279,6 +293,7 @@ def load(
         expect_consumers=tuple(expect_consumer or ()),
         shard=the_shard,
         start_at=start_at,
+        start_gate=_ready_then_wait_for_go if start_on_go else None,
     )
     parameters = {
         "matches": my_matches,
@@ -330,10 +345,9 @@ def load(
                 *(("--verify-state",) if verify_state else ()),
                 *(a for c in expect_consumer or () for a in ("--expect-consumer", c)),
             ]
-            # Every worker must be connected and subscribed before any sends: Python starts
-            # in about a second here, more under load.
-            processes = workers + probe_workers
-            child += ["--start-at", repr(start_at or time.time() + 2.0 + 0.3 * processes)]
+            # Every worker must be connected and subscribed before any sends: each says so,
+            # and all are told to go at once (a fixed start time was missed under load).
+            child += ["--start-on-go", *(("--start-at", repr(start_at)) if start_at else ())]
             result = _run_workers(_shards(workers, probe_workers, subscribers), child, console)
             result["parameters"].update(workers=workers, probe_workers=probe_workers)
         else:
@@ -376,9 +390,60 @@ def _shards(workers: int, probe_workers: int, subscribers: int) -> list[list[str
     return senders + probes
 
 
+#: How long the workers of one run may take to connect and subscribe, all together.
+_READY_TIMEOUT_S = 120.0
+
+
+async def _ready_then_wait_for_go() -> None:
+    """Tell the parent this worker listens; send nothing until it says go."""
+    sys.stdout.write(READY_LINE + "\n")
+    sys.stdout.flush()
+    line = await asyncio.to_thread(sys.stdin.readline)
+    if line.strip() != "go":
+        raise BrokerError("load", "the parent process went away before the start")
+
+
+def _start_together(procs: list[Any]) -> None:
+    """Wait until every worker printed READY_LINE, then tell them all to go.
+
+    A worker's standard output is read to its end on a thread of its own, so a worker that
+    prints more can never block on a full pipe.
+    """
+    import threading  # noqa: PLC0415
+
+    from matchcast import cli  # noqa: PLC0415
+
+    ready = [threading.Event() for _ in procs]
+
+    def watch(proc: Any, flag: threading.Event) -> None:
+        for raw in proc.stdout:
+            if raw.strip() == READY_LINE.encode():
+                flag.set()
+        flag.set()  # ended without being ready: the exit code says why
+
+    for proc, flag in zip(procs, ready, strict=True):
+        threading.Thread(target=watch, args=(proc, flag), daemon=True).start()
+    deadline = time.monotonic() + _READY_TIMEOUT_S
+    for flag in ready:
+        flag.wait(max(0.0, deadline - time.monotonic()))
+    early = [(i, p.poll()) for i, p in enumerate(procs) if p.poll() is not None]
+    late = [i for i, f in enumerate(ready) if not f.is_set()]
+    if early or late:
+        for p in procs:
+            p.kill()
+        why = [f"shard {i} exited {c} before it was ready" for i, c in early] + [
+            f"shard {i} not connected after {_READY_TIMEOUT_S:.0f}s" for i in late
+        ]
+        cli._fail(f"worker(s) failed to start: {', '.join(why)}")
+    for p in procs:
+        with contextlib.suppress(OSError):
+            p.stdin.write(b"go\n")
+            p.stdin.close()
+
+
 def _run_workers(shards: list[list[str]], child: list[str], console: Any) -> dict[str, Any]:
-    """Run one process of this machine per shard (``child`` + its own arguments); merge their
-    reports."""
+    """Run one process of this machine per shard (``child`` + its own arguments), start them
+    together once all are ready; merge their reports."""
     import subprocess  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
 
@@ -401,11 +466,13 @@ def _run_workers(shards: list[list[str]], child: list[str], console: Any) -> dic
                     "--log-format",
                     "json",
                 ],
-                stdout=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
             )
             for own, path in zip(shards, paths, strict=True)
         ]
         console.print(f"[dim]{len(shards)} workers running: pids {[p.pid for p in procs]}[/]")
+        _start_together(procs)
         codes = [p.wait() for p in procs]
         bad = [(i, c) for i, c in enumerate(codes) if c not in (0, 3)]
         if bad:

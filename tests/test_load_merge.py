@@ -131,3 +131,37 @@ def test_workers_and_merge_from_the_command_line(mosquitto: Mosquitto, tmp_path:
     mixed = matchcast("--probe-workers", "1", "--shard", "0/2", "--root", root, "--no-progress")
     assert mixed.returncode == 2
     assert "do not mix" in mixed.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.mosquitto
+def test_workers_start_together_however_slowly_one_of_them_starts(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """A worker that takes long to start (a loaded machine) still hears every shard's matches.
+
+    Two shards, each sending one match and probing with one subscriber. The workers used to start at a fixed time a few seconds ahead; one that was not connected
+    by then lost the other shards' events. A ``sitecustomize`` holds shard 1 for 5 s.
+    """
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys, time\nif '1/2' in sys.orig_argv:\n    time.sleep(5)\n"
+    )
+    out = tmp_path / "slow.json"
+    args = ["load", "--workers", "2", "--matches", "2", "--subscribers", "2", "--speed", "max"]
+    args += ["--qos", "1", "--no-progress", "--root", f"mctest-slow-{tmp_path.name}"]
+    r = subprocess.run(
+        [sys.executable, "-m", "matchcast", *args, "--report", str(out)],
+        capture_output=True,
+        text=True,
+        env={
+            **os.environ,
+            "MATCHCAST_BROKER": mosquitto.url,
+            "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        },
+        timeout=120,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    delivery = json.loads(out.read_text())["delivery"]
+    assert delivery["expected"] == delivery["received"] == 2 * N * 2
+    assert delivery["lost"] == 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -78,6 +78,10 @@ class LoadOptions:
             broker goes quiet, so merged reports account every stream (see ``merge_reports``).
         start_at: epoch seconds to start sending at, once connected and subscribed: shards
             of one run start together, so no shard's probes miss another's first events.
+        start_gate: awaited once connected and subscribed, before anything is sent (and
+            before ``start_at``): the worker processes of one machine tell their parent they
+            are ready and wait for its go, so none sends before every probe listens, however
+            slowly a loaded machine starts them.
         reconnect: reconnect a probe whose connection dropped (counted; what it missed
             meanwhile is loss).
     """
@@ -96,6 +100,7 @@ class LoadOptions:
     expect_consumers: tuple[str, ...] = ()
     shard: tuple[int, int] | None = None
     start_at: float | None = None
+    start_gate: Callable[[], Awaitable[None]] | None = None
     reconnect: bool = True
 
 
@@ -212,6 +217,8 @@ class LoadRun:
             publishers: list[Publisher] = list(clients)
             if self.wrap_publisher is not None:
                 publishers = [self.wrap_publisher(p) for p in publishers]
+            if opts.start_gate is not None:
+                await opts.start_gate()
             if opts.start_at is not None:
                 wait = opts.start_at - time.time()
                 if wait < 0:
