@@ -47,15 +47,24 @@ __all__ = ["app", "main"]
 
 T = TypeVar("T")
 
+EXIT_CODES = (
+    "Exit codes: 0 done; 1 a runtime failure (an unreachable broker); 2 bad input (arguments, "
+    "match files); 3 a load test's --check or --verify-state failed, or nothing was delivered; "
+    "130 interrupted. Ctrl-C is how watch, web, consume and broker end (exit 0); it interrupts "
+    "demo, replay and load (exit 130)."
+)
+
 app = typer.Typer(
     name="matchcast",
     help="Replay football matches minute by minute onto an MQTT broker, and watch them.",
+    epilog=EXIT_CODES,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-_err = Console(stderr=True, highlight=False)
+# No emoji codes: user text such as ``sim:abc`` must print as typed, not as ``sim🔤``.
+_err = Console(stderr=True, highlight=False, emoji=False)
 _log = structlog.get_logger("matchcast.cli")
 
 DEFAULT_EMBEDDED_PORT = 1883
@@ -94,7 +103,7 @@ def _run(coro_fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
     try:
         return asyncio.run(main())
     except asyncio.CancelledError:
-        _err.print("interrupted")
+        _err.print("interrupted", markup=False)
         raise _Exit(130) from None
     except KeyboardInterrupt:
         raise _Exit(130) from None
@@ -195,6 +204,30 @@ def _from(value: str | None) -> MatchClock | None:
         _fail(f"--from must be a minute such as 60 or 90+2, not {value!r}", 2)
 
 
+def _check_start(matches: list[Match | Recording], start: MatchClock | None, value: str) -> None:
+    """Refuse a ``--from`` past the end of a match: it would publish nothing and exit 0."""
+    if start is None:
+        return
+    from simulator import expand  # noqa: PLC0415
+
+    for m in matches:
+        events = list(m.events) if isinstance(m, Recording) else [s.event for s in expand(m)]
+        if not events:
+            continue
+        last = events[-1].clock
+        valid = f"give a minute from 1 to {last.label.rstrip(chr(39))}"
+        if start.sort_key > last.sort_key:
+            _fail(
+                f"--from {value}: {m.match_id} ends at {last.label} (its last minute); {valid}", 2
+            )
+        ends = [e.clock for e in events if e.clock.period is start.period]
+        if ends and start.sort_key > ends[-1].sort_key:
+            period = start.period.name.lower().replace("_", " ")
+            _fail(
+                f"--from {value}: in {m.match_id} the {period} ends at {ends[-1].label}; {valid}", 2
+            )
+
+
 def _matches(spec: str | None) -> list[Match]:
     try:
         return resolve_matches(spec)
@@ -228,11 +261,47 @@ async def _with_broker(
         await broker.stop()
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from matchcast import __version__  # noqa: PLC0415
+
+        typer.echo(f"matchcast {__version__}")
+        raise typer.Exit
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_show_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Replay football matches minute by minute onto an MQTT broker, and watch them."""
+
+
 # ---------------------------------------------------------------- commands
+
+
+_MATCH_HELP = (
+    "A match file (.yaml/.json), a bundled match name, sim:SEED, "
+    "worldcup:2022\\[/final|/ARG-FRA|...], or a recording (.jsonl) made by the "
+    "recorder subscriber; default: semifinal."
+)
 
 
 @app.command()
 def demo(
+    match_spec: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[MATCH]",
+            help="One match, as for replay (a file, a bundled name, sim:SEED, "
+            "worldcup:2022/final); default: semifinal.",
+            show_default=False,
+        ),
+    ] = None,
     speed: Annotated[str, typer.Option(help="Match seconds per wall second, or 'max'.")] = str(
         int(DEMO_SPEED)
     ),
@@ -242,15 +311,22 @@ def demo(
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
-    """Embedded broker + replay of the 2026 semi-final + live scoreboard, in one process."""
+    """Embedded broker + replay of a match (the semi-final) + live scoreboard, in one process."""
     _setup_logs(log_format, verbose, quiet_default=True)
     options = ReplayOptions(speed=_speed(speed), start=_from(start))
-    match = _matches(None)[0]
-    console = Console()
+    found = _matches(match_spec)
+    if len(found) != 1:
+        _fail(
+            f"demo plays one match; {match_spec} is {len(found)} matches "
+            f"({', '.join(m.match_id for m in found[:3])}, ...): name one, or use replay",
+            2,
+        )
+    match = found[0]
+    _check_start([match], options.start, start or "")
+    console = Console(emoji=False)
     final = _run(lambda: _demo(match, options, console))
-    console.print(
-        f"[bold]Full time:[/] {final.scoreline}  ({match.venue.name if match.venue else ''})"
-    )
+    venue = f"  ({match.venue.name})" if match.venue else ""
+    console.print(f"[bold]Full time:[/] {escape(final.scoreline + venue)}")
 
 
 async def _demo(match: Match, options: ReplayOptions, console: Console) -> MatchState:
@@ -283,11 +359,7 @@ async def _demo(match: Match, options: ReplayOptions, console: Console) -> Match
 def replay(
     match: Annotated[
         str | None,
-        typer.Argument(
-            help="A match file (.yaml/.json), a bundled match name, sim:SEED, "
-            "worldcup:2022\\[/final|/ARG-FRA|...], or a recording (.jsonl) made by the "
-            "recorder subscriber; default: semifinal."
-        ),
+        typer.Argument(help=_MATCH_HELP),
     ] = None,
     broker: BrokerOpt = None,
     ca_file: CaFileOpt = None,
@@ -352,6 +424,7 @@ def replay(
         qos=qos,
         topics=_topics(root),
     )
+    _check_start(matches, options.start, start or "")
     from matchcast.app import run_replay  # noqa: PLC0415
 
     delays = None
@@ -494,12 +567,63 @@ def schema(
     typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
 
 
+#: One example per command, shown at the end of its ``--help``.
+EXAMPLES: dict[str, str] = {
+    "demo": "matchcast demo worldcup:2022/final --from 80",
+    "replay": "matchcast replay semifinal --speed 120 --broker mqtt://127.0.0.1:1883",
+    "watch": "matchcast watch --match wc2026-sf-arg-eng --exit-at-full-time",
+    "broker": "matchcast broker --port 1884",
+    "schema": "matchcast schema --state > state.schema.json",
+    "asyncapi": "matchcast asyncapi > asyncapi.yaml",
+    "consume": "matchcast consume ./alerts.py scoreboard --broker mqtt://127.0.0.1:1883",
+    "load": "matchcast load --spawn-mosquitto --matches 50 --check 'p99 < 50ms' "
+    "--check 'lost == 0' --report r.json",
+    "load merge": "matchcast load merge shard-0.json shard-1.json --report all.json",
+    "load-consumer": "matchcast load-consumer --consumer-id c1 --broker mqtt://127.0.0.1:1883",
+    "simulate": "matchcast simulate --home BRA --away GER --seed 7 --knockout -o bra-ger.yaml",
+    "import": "matchcast import openfootball worldcup.json --match final -o final.yaml",
+    "web": "matchcast web --broker mqtt://127.0.0.1:1883 --port 8000",
+}
+
+
+def command() -> Any:
+    """The click command of :data:`app`, as ``main`` runs it: each command's help ends with
+    its example, and flags show no ``<bool>``/``<int>`` value they do not take."""
+    cmd = typer.main.get_command(app)
+    commands: dict[str, Any] = getattr(cmd, "commands", {})
+    for c in [cmd, *commands.values()]:
+        for param in c.get_params(typer.Context(c)):
+            if getattr(param, "is_flag", False) or getattr(param, "count", False):
+                param.metavar = ""
+    for name, c in commands.items():
+        example = EXAMPLES.get(name)
+        if example is not None:
+            c.epilog = f"Example: {example}"
+    return cmd
+
+
 def main() -> None:
-    """Entry point of the ``matchcast`` console script."""
+    """Entry point of the ``matchcast`` console script.
+
+    Usage errors (an unknown option, a missing value) end in one ``error:`` line, exit 2.
+    """
+    args = sys.argv[1:]
+    if args[:2] == ["load", "merge"]:  # ``load merge`` has help and options of its own
+        args = ["load merge", *args[2:]]
     try:
-        app()
+        code = command().main(args, prog_name="matchcast", standalone_mode=False)
     except _Exit as e:
         sys.exit(e.code)
+    except typer.Abort:
+        sys.exit(130)
+    except typer.TyperException as err:
+        if type(err).__name__ == "NoArgsIsHelpError":  # the help is already printed
+            sys.exit(2)
+        ctx = getattr(err, "ctx", None)
+        where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+        _err.print(f"error: {err.format_message()}{where}", markup=False, soft_wrap=True)
+        sys.exit(getattr(err, "exit_code", 2))
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 #: Modules that add commands of their own; each defines ``register(app: typer.Typer)``.
