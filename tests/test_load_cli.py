@@ -197,3 +197,36 @@ def test_ctrl_c_prints_and_writes_what_was_measured_marked_interrupted(
     assert report["sender"]["events_published"] > 0
     assert report["sender"]["matches_completed"] == 0
     assert series.read_text().startswith("t,offered,sent,delivered,")
+
+
+def test_a_half_second_run_charts_the_rate_the_table_gives() -> None:
+    """One bin of 1,000 events in 0.5 s is 2,000 events/s, as the table says, not 1,000."""
+    from matchcast.load import rates
+
+    report = _report(received=900)
+    report["sender"]["send_seconds"] = 0.5
+    report["delivery"]["delivered_events_per_s"] = 1500.0  # 900 received over 0.6 s
+    report["per_second"] = [{"t": 0, "offered": 1000, "sent": 1000, "delivered": 900}]
+    series = rates(report)
+    assert series["sent"].values == [2000.0]
+    assert series["sent"].edges == [0.0, 0.5]
+    assert series["delivered"].values == pytest.approx([1500.0])
+    longer = [{"t": t, "offered": 10, "sent": 10, "delivered": 10} for t in range(3)]
+    report["per_second"] = longer
+    report["sender"]["send_seconds"] = 2.25
+    assert rates(report)["sent"].values == [10.0, 10.0, 40.0]
+
+
+def test_the_chart_draws_an_interrupted_short_run(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from matchcast.load import write_chart
+
+    report = _report()
+    report["sender"]["send_seconds"] = 0.5
+    report["per_second"] = [
+        {"t": 0, "offered": 5, "sent": 5, "delivered": 5, "latency_p50": 1.0, "latency_p99": 2.0,
+         "latency_max": 3.0}
+    ]  # fmt: skip
+    report["interrupted"] = True
+    write_chart(report, tmp_path / "c.png")
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"

@@ -16,7 +16,7 @@ from matchcast.load._accounting import (
     new_histogram,
     parse_probe_fields,
 )
-from matchcast.load._chart import write_chart
+from matchcast.load._chart import Rates, rates, write_chart
 from matchcast.load._checks import CHECK_FIGURES, Check, CheckError, evaluate_checks, parse_check
 from matchcast.load._consume import SharedSource, run_consumer
 from matchcast.load._merge import MergeError, merge_reports
@@ -59,6 +59,7 @@ __all__ = [
     "MergeError",
     "NowaitPublisher",
     "Progress",
+    "Rates",
     "RunnerMetrics",
     "Sender",
     "SenderStats",
@@ -80,6 +81,7 @@ __all__ = [
     "parse_check",
     "parse_probe_fields",
     "probe_filter",
+    "rates",
     "render_table",
     "run_consumer",
     "submit",
