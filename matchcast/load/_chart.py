@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,7 @@ def write_chart(report: dict[str, Any], path: Path) -> None:
     top.set_title(title + ("  (INTERRUPTED)" if report.get("interrupted") else ""))
     delivered = rates(report)["delivered"].edges
     # Each second's latencies at the middle of the time delivered in it.
-    t = [(a + b) / 2 for a, b in zip(delivered, delivered[1:], strict=False)]
+    t = [(a + b) / 2 for a, b in itertools.pairwise(delivered)]
     t += [r["t"] + 0.5 for r in rows[len(t) :]]
     for key in ("latency_p50", "latency_p99", "latency_max"):
         values = [max(r.get(key, 0.0), 1e-3) for r in rows]
