@@ -228,6 +228,19 @@ def _check_start(matches: list[Match | Recording], start: MatchClock | None, val
             )
 
 
+def recorded_delays(sources: list[Match | Recording], options: ReplayOptions) -> list[float] | None:
+    """Wall seconds to wait before each source so that the matches of a recording keep their
+    recorded offsets from one another; None when there is no recording."""
+    leads = [s.lead(options.speed, options.start) for s in sources if isinstance(s, Recording)]
+    if not leads:
+        return None
+    first = min(leads)
+    return [
+        s.lead(options.speed, options.start) - first if isinstance(s, Recording) else 0.0
+        for s in sources
+    ]
+
+
 def _matches(spec: str | None) -> list[Match]:
     try:
         return resolve_matches(spec)
@@ -427,7 +440,7 @@ def replay(
     _check_start(matches, options.start, start or "")
     from matchcast.app import run_replay  # noqa: PLC0415
 
-    delays = None
+    delays = recorded_delays(matches, options)
     if day is not None:
         from matchcast.cmd_matches import match_day  # noqa: PLC0415
 
