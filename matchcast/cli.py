@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import signal
 import sys
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -175,6 +177,61 @@ def _topics(root: str) -> Topics:
         return Topics(root)
     except ValueError as err:
         _fail(f"--root: {err}", 2)
+
+
+def match_filter(value: str) -> str:
+    """``--match``: '+' or a match id; a wrong case is refused at once (ids are lower case),
+    rather than waited for forever."""
+    if value == "+" or re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,63}", value):
+        return value
+    lower = value.lower()
+    hint = f": try --match {lower}" if re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", lower) else ""
+    _fail(f"--match {value!r}: match ids are lower case letters, digits, _ . and -{hint}", 2)
+
+
+async def reach_broker(url: BrokerURL) -> None:
+    """Connect once and leave, so an unreachable broker ends a command before it prints
+    anything (a page's address, a stats line)."""
+    from matchcast.mqtt import MqttClient  # noqa: PLC0415
+
+    async with MqttClient(url, client_id=f"matchcast-check-{uuid.uuid4().hex[:8]}"):
+        pass
+
+
+async def live_matches(url: BrokerURL, topics: Topics, wait_s: float = 1.0) -> list[str]:
+    """The ids of the matches with a retained state on the broker (read for ``wait_s``)."""
+    from matchcast.mqtt import MqttClient  # noqa: PLC0415
+
+    found: set[str] = set()
+    async with MqttClient(url, client_id=f"matchcast-list-{uuid.uuid4().hex[:8]}") as client:
+        await client.subscribe(topics.state(), qos=0)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait_s):
+                async for message in client.messages():
+                    parsed = topics.parse(message.topic)
+                    if parsed is not None and message.payload:
+                        found.add(parsed[1])
+    return sorted(found)
+
+
+async def say_when_absent(
+    url: BrokerURL, topics: Topics, match_id: str, seen: Callable[[], bool], after_s: float
+) -> None:
+    """If nothing of ``match_id`` has arrived after ``after_s`` seconds, say on standard error
+    which matches the broker has, instead of waiting in silence."""
+    await asyncio.sleep(after_s)
+    if seen():
+        return
+    others = await live_matches(url, topics)
+    listed = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
+    near = [m for m in others if match_id in m or m in match_id]
+    _err.print(
+        f"waiting for match {match_id}: nothing of it on {url} under {topics.root}/ yet. "
+        + (f"Matches there: {listed}." if others else "No match there yet.")
+        + (f" Did you mean --match {near[0]}?" if near else ""),
+        markup=False,
+        soft_wrap=True,
+    )
 
 
 def _speed(value: str) -> float | None:
@@ -491,6 +548,7 @@ def watch(
         DEFAULT_HOST, DEFAULT_EMBEDDED_PORT
     )
     topics = _topics(root)
+    match = match_filter(match)
     if exit_at_full_time and match == "+":
         _fail("--exit-at-full-time needs --match MATCH_ID", 2)
     from consumers.terminal import TerminalView  # noqa: PLC0415
@@ -499,15 +557,25 @@ def watch(
     view = TerminalView()
 
     async def go() -> dict[str, MatchState]:
+        await reach_broker(url)
         with view:
-            return await run_watch(
-                url,
-                [view.subscriber],
-                topics=topics,
-                match_filter=match,
-                qos=qos,
-                until_finished={match} if exit_at_full_time else None,
-            )
+            async with asyncio.TaskGroup() as tg:
+                if match != "+":
+                    hint = tg.create_task(
+                        say_when_absent(url, topics, match, lambda: bool(view.board.states), 5.0)
+                    )
+                try:
+                    return await run_watch(
+                        url,
+                        [view.subscriber],
+                        topics=topics,
+                        match_filter=match,
+                        qos=qos,
+                        until_finished={match} if exit_at_full_time else None,
+                    )
+                finally:
+                    if match != "+":
+                        hint.cancel()
 
     try:
         _run(go)
