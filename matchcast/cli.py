@@ -607,7 +607,7 @@ def broker_cmd(
     async def serve() -> None:
         b = EmbeddedBroker(host, port)
         await b.start()
-        _err.print(f"embedded broker on mqtt://{host}:{port} (Ctrl-C to stop)")
+        _err.print(f"embedded broker on mqtt://{host}:{port} (Ctrl-C to stop)", markup=False)
         try:
             await asyncio.Event().wait()
         finally:

@@ -467,11 +467,28 @@ def _run_workers(shards: list[list[str]], child: list[str], console: Any) -> dic
             for own, path in zip(shards, paths, strict=True)
         ]
         console.print(f"[dim]{len(shards)} workers running: pids {[p.pid for p in procs]}[/]")
-        codes = [p.wait() for p in procs]
-        bad = [(i, c) for i, c in enumerate(codes) if c not in (0, 3)]
+        # Ctrl-C reaches the workers too (one process group): each reports what it measured
+        # and exits 130; wait for them and merge those reports, marked interrupted.
+        interrupted = False
+        codes = []
+        for proc in procs:
+            while True:
+                try:
+                    codes.append(proc.wait())
+                    break
+                except KeyboardInterrupt:
+                    interrupted = True
+        ok = (0, 3, 130) if interrupted else (0, 3)
+        bad = [(i, c) for i, c in enumerate(codes) if c not in ok]
         if bad:
             cli._fail(f"worker(s) failed: {', '.join(f'shard {i} exit {c}' for i, c in bad)}")
-        return merge_reports([json.loads(p.read_text()) for p in paths])
+        reports = [json.loads(p.read_text()) for p in paths if p.exists()]
+        if not reports:
+            console.print("interrupted before the first event was sent", markup=False)
+            raise cli._Exit(130)
+        merged = merge_reports(reports)
+        merged["interrupted"] = interrupted or any(r.get("interrupted") for r in reports)
+        return merged
 
 
 def _merge(

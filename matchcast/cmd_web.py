@@ -108,7 +108,7 @@ def web(
         runner = Runner([bridge(hub)], topics=topics)
         await reach_broker(broker_url)  # before the page's address is announced
         async with WebServer(hub, host, port) as server:
-            _err.print(f"Match page: [bold]{server.url}[/]  (Ctrl-C to stop)", markup=True)
+            _err.print(f"Match page: {server.url}  (Ctrl-C to stop)", markup=False)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(run_watch(broker_url, [], runner=runner))
                 if matches:

@@ -230,3 +230,45 @@ def test_the_chart_draws_an_interrupted_short_run(tmp_path: Path) -> None:
     report["interrupted"] = True
     write_chart(report, tmp_path / "c.png")
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.mosquitto
+@pytest.mark.slow
+async def test_ctrl_c_with_workers_merges_what_each_measured(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """Ctrl-C at a terminal reaches every process of the group: the workers report what they
+    measured, and the merged report is written, marked interrupted."""
+    import asyncio
+
+    from matchcast.mqtt import BrokerURL, MqttClient
+
+    out, root = tmp_path / "w.json", f"mct-w-{tmp_path.name}"
+    args = ["--broker", mosquitto.url, "--workers", "2", "--matches", "2", "--speed", "60",
+            "--root", root, "--report", str(out)]  # fmt: skip
+    async with MqttClient(BrokerURL.parse(mosquitto.url), client_id=f"t-{root}") as watcher:
+        await watcher.subscribe(f"{root}/matches/+/events", qos=0)
+        proc = await asyncio.create_subprocess_exec(
+            *[sys.executable, "-m", "matchcast", "load", "--no-progress", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,  # its own process group, as a terminal's foreground job
+            env={**os.environ, "MATCHCAST_BROKER": ""},
+        )
+        try:
+            async with asyncio.timeout(60):  # until the workers send
+                async for _message in watcher.messages():
+                    break
+            os.killpg(proc.pid, signal.SIGINT)
+            async with asyncio.timeout(60):
+                out_b, err_b = await proc.communicate()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    stdout, stderr = out_b.decode(), err_b.decode()
+    assert proc.returncode == 130, stderr
+    assert "INTERRUPTED" in stdout
+    report = json.loads(out.read_text())
+    assert report["interrupted"] is True
+    assert report["sender"]["events_published"] > 0
