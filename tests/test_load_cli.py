@@ -272,3 +272,12 @@ async def test_ctrl_c_with_workers_merges_what_each_measured(
     report = json.loads(out.read_text())
     assert report["interrupted"] is True
     assert report["sender"]["events_published"] > 0
+
+
+def test_a_merged_report_describes_the_shards_run() -> None:
+    from matchcast.load._report import _describe_run
+
+    shard = {"speed": "max", "publishers": 1, "client": "fast", "duration_s": None}
+    merged = {"merged_from": [shard, shard], "matches": 4, "subscribers": 2, "qos": 1}
+    text = _describe_run(merged, {"send_seconds": 3.5})
+    assert text == "3.5 s sending; speed max, 1 publisher(s), client fast; 2 shards merged"

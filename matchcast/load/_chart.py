@@ -77,9 +77,10 @@ def write_chart(report: dict[str, Any], path: Path) -> None:
     top.set_ylim(bottom=0)
     top.legend(loc="upper right")
     top.grid(alpha=0.3)
+    speed = p.get("speed") or (p.get("merged_from") or [{}])[0].get("speed")
     title = (
         f"matchcast load: {p.get('matches')} matches, {p.get('subscribers')} subscriber(s), "
-        f"QoS {p.get('qos')}, speed {p.get('speed')}"
+        f"QoS {p.get('qos')}, speed {speed}"
     )
     top.set_title(title + ("  (INTERRUPTED)" if report.get("interrupted") else ""))
     delivered = rates(report)["delivered"].edges

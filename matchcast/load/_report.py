@@ -198,6 +198,9 @@ def _verdict(ok: bool) -> Text:
 
 def _describe_run(p: dict[str, Any], s: dict[str, Any]) -> str:
     """The run's length and shape, e.g. ``12.0 s sending; speed max, ramp 0 s, 1 publisher``."""
+    shards = p.get("merged_from") or []
+    if shards and "speed" not in p:  # a merged report: the shards ran with the same shape
+        return f"{_describe_run(shards[0], s)}; {len(shards)} shards merged"
     shape = [f"speed {p.get('speed')}"]
     if p.get("rate") is not None:
         shape = [f"rate {p['rate']:g}/s"]
