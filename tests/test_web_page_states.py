@@ -81,6 +81,14 @@ async def test_full_time_is_said_once_and_possession_names_its_stretch(
         assert "FT" not in await _text(page, "board")
         await expect(page.locator("#poss-span")).to_have_text("55'\u201386'")
         await expect(page.locator("#conn")).to_have_text("Connected")
+        # The ticker stays newest first on a phone: its possession line once sank to the
+        # bottom, caught by the layout's rule for the possession card.
+        minutes = await page.evaluate(
+            "[...document.querySelectorAll('#ticker li')]"
+            ".sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top)"
+            ".map(li => li.querySelector('.min').textContent)"
+        )
+        assert minutes[:5] == ["90+5'", "90+2'", "86'", "86'", "55'"]
         await page.screenshot(path=str(tmp_path / "phone-fulltime.png"), full_page=True)
 
         late = await browser.new_page()
