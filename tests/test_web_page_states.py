@@ -113,6 +113,12 @@ async def test_scorer_names_do_not_wrap_on_a_phone(browser: Any) -> None:
             " return Math.round(li.getBoundingClientRect().height / h); })"
         )
         assert lines == [1, 1, 1]
+        # One list under the other: each line says its team in text, not by colour alone.
+        teams = await page.evaluate(
+            "[...document.querySelectorAll('.goal-list li')]"
+            ".map(li => getComputedStyle(li, '::before').content)"
+        )
+        assert teams == ['"ARG"', '"ARG"', '"ENG"']
 
 
 async def test_a_shootout_shows_its_result(browser: Any) -> None:

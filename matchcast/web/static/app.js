@@ -107,7 +107,7 @@ function renderGoals(s, home) {
       el("span", { class: "who" }, g.scorer, ...(g.detail || how ? [el("span", { class: "how" }, g.detail || how)] : [])),
     ));
     const tag = g.method === "penalty" ? " (pen)" : g.method === "own_goal" ? " (o.g.)" : "";
-    sides[side].append(el("li", {}, el("strong", {}, g.scorer), " ", el("span", { class: "gmin" }, `${g.clock.label}${tag}`)));
+    sides[side].append(el("li", { "data-team": g.team }, el("strong", {}, g.scorer), " ", el("span", { class: "gmin" }, `${g.clock.label}${tag}`)));
   }
   $("goals-empty").hidden = s.goals.length > 0;
   $("scorers").hidden = s.goals.length === 0;
