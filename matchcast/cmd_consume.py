@@ -38,6 +38,7 @@ from matchcast.cli import (
     _topics,
     match_filter,
     reach_broker,
+    say_when_absent,
 )
 from matchcast.mqtt import BrokerURL
 from matchcast.options import (
@@ -185,7 +186,7 @@ def consume(
         _stop_on_signals(runner)
         if session:
             _log.info("consumer.session", client_id=client_id, expiry_s=session_expiry)
-        return await run_watch(
+        watch = run_watch(
             url,
             [],
             runner=runner,
@@ -197,6 +198,16 @@ def consume(
             clean_start=not session,
             session_expiry=session_expiry if session else None,
         )
+        if match == "+":
+            return await watch
+        async with asyncio.TaskGroup() as tg:
+            hint = tg.create_task(
+                say_when_absent(url, topics, match, lambda: runner.stats.received > 0, 5.0)
+            )
+            try:
+                return await watch
+            finally:
+                hint.cancel()
 
     _run(go)
 

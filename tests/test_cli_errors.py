@@ -53,8 +53,9 @@ def test_a_match_id_in_the_wrong_case_is_refused_with_a_hint(command: str) -> No
 
 
 @pytest.mark.mosquitto
+@pytest.mark.parametrize("command", ["watch", "consume scoreboard"])
 def test_watching_a_match_that_is_not_there_says_which_are(
-    mosquitto: Mosquitto, tmp_path: object
+    mosquitto: Mosquitto, command: str
 ) -> None:
     root = f"mct-absent-{free_port()}"
     replay = matchcast("replay", "--speed", "max", "--broker", mosquitto.url, "--root", root)
@@ -64,7 +65,7 @@ def test_watching_a_match_that_is_not_there_says_which_are(
             sys.executable,
             "-m",
             "matchcast",
-            "watch",
+            *command.split(),
             "--broker",
             mosquitto.url,
             "--root",
