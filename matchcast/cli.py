@@ -366,7 +366,7 @@ def demo(
     match_spec: Annotated[
         str | None,
         typer.Argument(
-            metavar="[MATCH]",
+            metavar="MATCH",
             help="One match, as for replay (a file, a bundled name, sim:SEED, "
             "worldcup:2022/final); default: semifinal.",
             show_default=False,

@@ -184,6 +184,7 @@ def load(
         list[str] | None,
         typer.Option(
             "--check",
+            metavar="EXPR",
             help="A threshold, e.g. 'p99 < 50ms' or 'lost == 0' (repeatable); one failed "
             "check exits 3. Figures: p50 p90 p99 p99.9 max mean (ms), lost duplicates reordered "
             "received publish_failures overruns, delivered_rate achieved_rate (events/s).",
@@ -682,7 +683,9 @@ def merge(
     ] = None,
     check: Annotated[
         list[str] | None,
-        typer.Option("--check", help="A threshold, as for load (repeatable); failed: exit 3."),
+        typer.Option(
+            "--check", metavar="EXPR", help="A threshold, as for load (repeatable); failed: exit 3."
+        ),
     ] = None,
 ) -> None:
     """`matchcast load merge`: combine the reports of shards into one, exactly (counts, streams
