@@ -22,7 +22,15 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from events import EventAdapter, MatchcastError, MatchClock, MatchFileError, MatchState, Topics
+from events import (
+    EventAdapter,
+    MatchcastError,
+    MatchClock,
+    MatchFileError,
+    MatchState,
+    Period,
+    Topics,
+)
 from matchcast.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker
 from matchcast.logs import LogFormat, configure_logging
 from matchcast.mqtt import (
@@ -267,21 +275,30 @@ def _check_start(matches: list[Match | Recording], start: MatchClock | None, val
         return
     from simulator import expand  # noqa: PLC0415
 
+    names = {
+        Period.FIRST_HALF: "first half",
+        Period.SECOND_HALF: "second half",
+        Period.EXTRA_TIME_FIRST: "first half of extra time",
+        Period.EXTRA_TIME_SECOND: "second half of extra time",
+    }
     for m in matches:
         events = list(m.events) if isinstance(m, Recording) else [s.event for s in expand(m)]
-        if not events:
+        # A shoot-out has no minutes: the last minute is the last one played before it.
+        played = [e.clock for e in events if e.clock.period is not Period.PENALTIES]
+        if not played:
             continue
-        last = events[-1].clock
+        last = max(played, key=lambda c: c.sort_key)
         valid = f"give a minute from 1 to {last.label.rstrip(chr(39))}"
         if start.sort_key > last.sort_key:
+            where = f"the last minute played in {m.match_id} is {last.label}"
+            _fail(f"--from {value}: {where}; {valid}", 2)
+        ends = [c for c in played if c.period is start.period]
+        if ends and start.sort_key > max(c.sort_key for c in ends):
+            end = max(ends, key=lambda c: c.sort_key).label
             _fail(
-                f"--from {value}: {m.match_id} ends at {last.label} (its last minute); {valid}", 2
-            )
-        ends = [e.clock for e in events if e.clock.period is start.period]
-        if ends and start.sort_key > ends[-1].sort_key:
-            period = start.period.name.lower().replace("_", " ")
-            _fail(
-                f"--from {value}: in {m.match_id} the {period} ends at {ends[-1].label}; {valid}", 2
+                f"--from {value}: in {m.match_id} the {names.get(start.period, 'period')} "
+                f"ends at {end}; {valid}",
+                2,
             )
 
 

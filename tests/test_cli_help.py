@@ -59,9 +59,9 @@ def test_user_text_in_an_error_prints_as_typed(spec: str) -> None:
 @pytest.mark.parametrize(
     ("start", "needle"),
     [
-        ("100", "ends at 90+5' (its last minute)"),
-        ("120", "ends at 90+5' (its last minute)"),
-        ("90+9", "ends at 90+5' (its last minute)"),
+        ("100", "the last minute played in wc2026-sf-arg-eng is 90+5'"),
+        ("120", "the last minute played in wc2026-sf-arg-eng is 90+5'"),
+        ("90+9", "the last minute played in wc2026-sf-arg-eng is 90+5'"),
         ("45+9", "the first half ends at 45+3'"),
     ],
 )
@@ -110,3 +110,13 @@ def test_flags_show_no_value_placeholder() -> None:
 def test_the_exit_codes_are_in_the_help() -> None:
     result = matchcast("--help")
     assert " ".join(EXIT_CODES.split()) in " ".join(result.stdout.split())
+
+
+def test_a_start_past_extra_time_names_its_last_minute_not_the_shootout() -> None:
+    final = "worldcup:2022/final"
+    result = matchcast("replay", final, "--from", "120+5", "--speed", "max")
+    assert result.returncode == 2
+    assert "the last minute played in wc2022-1218-arg-fra is 120+2'" in result.stderr
+    assert "give a minute from 1 to 120+2" in result.stderr
+    first_half = matchcast("replay", final, "--from", "105+9", "--speed", "max")
+    assert "the first half of extra time ends at 105+1'" in first_half.stderr, first_half.stderr
