@@ -137,13 +137,14 @@ def _labels(specs: Sequence[str]) -> str:
 
 def _describe(err: BaseException) -> str:
     """``NameError: name 'x' is not defined (alerts.py, line 7)``."""
-    where = ""
+    where, what = "", str(err)
     if isinstance(err, SyntaxError) and err.filename:
         where = f" ({Path(err.filename).name}, line {err.lineno})"
+        what = err.msg  # str(err) holds the location too: say it once
     elif err.__traceback__ is not None:
         frame = traceback.extract_tb(err.__traceback__)[-1]
         where = f" ({Path(frame.filename).name}, line {frame.lineno})"
-    return f"{type(err).__name__}: {err}{where}"
+    return f"{type(err).__name__}: {what}{where}"
 
 
 def _load_file(path: Path, plugin: str) -> ModuleType:

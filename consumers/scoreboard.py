@@ -54,8 +54,8 @@ def commentary(event: Event, state: MatchState) -> str | None:
             return f"{c:<7}NO GOAL  {event.team} goal ruled out{why}  {_score(state)}"
         case Possession():
             shares = "  ".join(f"{t} {v:.0f}%" for t, v in event.share.items())
-            since = f" since {event.since.label}" if event.since else ""
-            return f"{c:<7}POSSESSION{since}  {shares}"
+            span = f" {event.since.label}-{c}" if event.since else ""  # the stretch it covers
+            return f"{c:<7}POSSESSION{span}  {shares}"
         case Card():
             return (
                 f"{c:<7}{event.card.replace('_', ' ').upper()} CARD  {event.player} ({event.team})"

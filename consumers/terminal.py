@@ -16,7 +16,7 @@ from rich.text import Text
 
 from consumers._subscriber import Subscriber
 from consumers.scoreboard import Scoreboard, commentary
-from events import Event, MatchState
+from events import Event, MatchState, Possession
 
 __all__ = ["TerminalView"]
 
@@ -28,10 +28,14 @@ class TerminalView:
     """
 
     def __init__(self, console: Console | None = None, *, ticker_lines: int = 12) -> None:
-        self.console = console or Console()
+        # No emoji codes or markup: names and ids print as they are.
+        self.console = console or Console(emoji=False)
         self.board = Scoreboard(echo=None)
         self._ticker: deque[str] = deque(maxlen=ticker_lines)
         self._live: Live | None = None
+        #: The stretch of play each match's possession shares cover (``55'-86'``), from its
+        #: possession event; unknown to a view that joined from a snapshot after it.
+        self._possession_span: dict[str, str] = {}
         self.subscriber = Subscriber("terminal")
         self.subscriber.on()(self._on_event)
         self.subscriber.on_state(self._on_state)
@@ -57,6 +61,10 @@ class TerminalView:
 
     def _on_event(self, event: Event, state: MatchState) -> None:
         self.board.states[state.match_id] = state
+        if isinstance(event, Possession):
+            end = event.clock.label
+            span = f"{event.since.label}-{end}" if event.since else f"to {end}"
+            self._possession_span[state.match_id] = span
         line = commentary(event, state)
         if line is not None:
             self._ticker.append(line)
@@ -79,14 +87,14 @@ class TerminalView:
     def _render(self) -> RenderableType:
         boards: list[RenderableType] = []
         for state in self.board.states.values():
-            boards.append(_board(state))
+            boards.append(_board(state, self._possession_span.get(state.match_id)))
         if not boards:
             boards.append(Text("waiting for a match...", style="dim"))
         ticker = Text("\n".join(self._ticker) or "-", no_wrap=True)
         return Group(*boards, Panel(ticker, title="ticker", border_style="dim"))
 
 
-def _board(state: MatchState) -> Panel:
+def _board(state: MatchState, possession_span: str | None = None) -> Panel:
     home = state.home.name if state.home else "?"
     away = state.away.name if state.away else "?"
     hc = state.home.code if state.home else ""
@@ -107,7 +115,19 @@ def _board(state: MatchState) -> Panel:
         Text(scorers_away, style="dim"),
     )
     body: list[RenderableType] = [table]
+    if state.shootout:
+        ph, pa = state.shootout.get(hc, 0), state.shootout.get(ac, 0)
+        teams = [t for t in (state.home, state.away) if t and t.code == state.winner]
+        said = (
+            f"{teams[0].name} win {max(ph, pa)}-{min(ph, pa)} on penalties"
+            if teams
+            else f"penalties {ph} - {pa}"
+        )
+        body.append(Text(said, style="bold", justify="center"))
     if state.possession:
-        poss = " · ".join(f"{t} {v:.0f}%" for t, v in state.possession.items())
-        body.append(Text(f"possession {poss}", style="dim", justify="center"))
-    return Panel(Group(*body), title=state.match_id, subtitle=f"seq {state.last_seq}")
+        order = [c for c in (hc, ac) if c in state.possession] or list(state.possession)
+        poss = " · ".join(f"{t} {state.possession[t]:.0f}%" for t in order)
+        # The shares cover one stretch of play (the semi-final's 88/12 is 55'-86'), not the match.
+        span = possession_span or "over a stretch of play"
+        body.append(Text(f"possession {span}: {poss}", style="dim", justify="center"))
+    return Panel(Group(*body), title=Text(state.match_id), subtitle=Text(f"seq {state.last_seq}"))

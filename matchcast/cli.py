@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import signal
 import sys
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -20,7 +22,15 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from events import EventAdapter, MatchcastError, MatchClock, MatchFileError, MatchState, Topics
+from events import (
+    EventAdapter,
+    MatchcastError,
+    MatchClock,
+    MatchFileError,
+    MatchState,
+    Period,
+    Topics,
+)
 from matchcast.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker
 from matchcast.logs import LogFormat, configure_logging
 from matchcast.mqtt import (
@@ -47,15 +57,24 @@ __all__ = ["app", "main"]
 
 T = TypeVar("T")
 
+EXIT_CODES = (
+    "Exit codes: 0 done; 1 a runtime failure (an unreachable broker); 2 bad input (arguments, "
+    "match files); 3 a load test's --check or --verify-state failed, or nothing was delivered; "
+    "130 interrupted. Ctrl-C is how watch, web, consume and broker end (exit 0); it interrupts "
+    "demo, replay and load (exit 130)."
+)
+
 app = typer.Typer(
     name="matchcast",
     help="Replay football matches minute by minute onto an MQTT broker, and watch them.",
+    epilog=EXIT_CODES,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
-_err = Console(stderr=True, highlight=False)
+# No emoji codes: user text such as ``sim:abc`` must print as typed, not as ``sim🔤``.
+_err = Console(stderr=True, highlight=False, emoji=False)
 _log = structlog.get_logger("matchcast.cli")
 
 DEFAULT_EMBEDDED_PORT = 1883
@@ -94,7 +113,7 @@ def _run(coro_fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
     try:
         return asyncio.run(main())
     except asyncio.CancelledError:
-        _err.print("interrupted")
+        _err.print("interrupted", markup=False)
         raise _Exit(130) from None
     except KeyboardInterrupt:
         raise _Exit(130) from None
@@ -168,6 +187,61 @@ def _topics(root: str) -> Topics:
         _fail(f"--root: {err}", 2)
 
 
+def match_filter(value: str) -> str:
+    """``--match``: '+' or a match id; a wrong case is refused at once (ids are lower case),
+    rather than waited for forever."""
+    if value == "+" or re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,63}", value):
+        return value
+    lower = value.lower()
+    hint = f": try --match {lower}" if re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", lower) else ""
+    _fail(f"--match {value!r}: match ids are lower case letters, digits, _ . and -{hint}", 2)
+
+
+async def reach_broker(url: BrokerURL) -> None:
+    """Connect once and leave, so an unreachable broker ends a command before it prints
+    anything (a page's address, a stats line)."""
+    from matchcast.mqtt import MqttClient  # noqa: PLC0415
+
+    async with MqttClient(url, client_id=f"matchcast-check-{uuid.uuid4().hex[:8]}"):
+        pass
+
+
+async def live_matches(url: BrokerURL, topics: Topics, wait_s: float = 1.0) -> list[str]:
+    """The ids of the matches with a retained state on the broker (read for ``wait_s``)."""
+    from matchcast.mqtt import MqttClient  # noqa: PLC0415
+
+    found: set[str] = set()
+    async with MqttClient(url, client_id=f"matchcast-list-{uuid.uuid4().hex[:8]}") as client:
+        await client.subscribe(topics.state(), qos=0)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(wait_s):
+                async for message in client.messages():
+                    parsed = topics.parse(message.topic)
+                    if parsed is not None and message.payload:
+                        found.add(parsed[1])
+    return sorted(found)
+
+
+async def say_when_absent(
+    url: BrokerURL, topics: Topics, match_id: str, seen: Callable[[], bool], after_s: float
+) -> None:
+    """If nothing of ``match_id`` has arrived after ``after_s`` seconds, say on standard error
+    which matches the broker has, instead of waiting in silence."""
+    await asyncio.sleep(after_s)
+    if seen():
+        return
+    others = await live_matches(url, topics)
+    listed = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
+    near = [m for m in others if match_id in m or m in match_id]
+    _err.print(
+        f"waiting for match {match_id}: nothing of it on {url} under {topics.root}/ yet. "
+        + (f"Matches there: {listed}." if others else "No match there yet.")
+        + (f" Did you mean --match {near[0]}?" if near else ""),
+        markup=False,
+        soft_wrap=True,
+    )
+
+
 def _speed(value: str) -> float | None:
     if value.lower() == "max":
         return None
@@ -193,6 +267,52 @@ def _from(value: str | None) -> MatchClock | None:
         return MatchClock.at(int(minute), int(added or 0))
     except (ValueError, StopIteration):
         _fail(f"--from must be a minute such as 60 or 90+2, not {value!r}", 2)
+
+
+def _check_start(matches: list[Match | Recording], start: MatchClock | None, value: str) -> None:
+    """Refuse a ``--from`` past the end of a match: it would publish nothing and exit 0."""
+    if start is None:
+        return
+    from simulator import expand  # noqa: PLC0415
+
+    names = {
+        Period.FIRST_HALF: "first half",
+        Period.SECOND_HALF: "second half",
+        Period.EXTRA_TIME_FIRST: "first half of extra time",
+        Period.EXTRA_TIME_SECOND: "second half of extra time",
+    }
+    for m in matches:
+        events = list(m.events) if isinstance(m, Recording) else [s.event for s in expand(m)]
+        # A shoot-out has no minutes: the last minute is the last one played before it.
+        played = [e.clock for e in events if e.clock.period is not Period.PENALTIES]
+        if not played:
+            continue
+        last = max(played, key=lambda c: c.sort_key)
+        valid = f"give a minute from 1 to {last.label.rstrip(chr(39))}"
+        if start.sort_key > last.sort_key:
+            where = f"the last minute played in {m.match_id} is {last.label}"
+            _fail(f"--from {value}: {where}; {valid}", 2)
+        ends = [c for c in played if c.period is start.period]
+        if ends and start.sort_key > max(c.sort_key for c in ends):
+            end = max(ends, key=lambda c: c.sort_key).label
+            _fail(
+                f"--from {value}: in {m.match_id} the {names.get(start.period, 'period')} "
+                f"ends at {end}; {valid}",
+                2,
+            )
+
+
+def recorded_delays(sources: list[Match | Recording], options: ReplayOptions) -> list[float] | None:
+    """Wall seconds to wait before each source so that the matches of a recording keep their
+    recorded offsets from one another; None when there is no recording."""
+    leads = [s.lead(options.speed, options.start) for s in sources if isinstance(s, Recording)]
+    if not leads:
+        return None
+    first = min(leads)
+    return [
+        s.lead(options.speed, options.start) - first if isinstance(s, Recording) else 0.0
+        for s in sources
+    ]
 
 
 def _matches(spec: str | None) -> list[Match]:
@@ -228,11 +348,47 @@ async def _with_broker(
         await broker.stop()
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from matchcast import __version__  # noqa: PLC0415
+
+        typer.echo(f"matchcast {__version__}")
+        raise typer.Exit
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_show_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Replay football matches minute by minute onto an MQTT broker, and watch them."""
+
+
 # ---------------------------------------------------------------- commands
+
+
+_MATCH_HELP = (
+    "A match file (.yaml/.json), a bundled match name, sim:SEED, "
+    "worldcup:2022\\[/final|/ARG-FRA|...], or a recording (.jsonl) made by the "
+    "recorder subscriber; default: semifinal."
+)
 
 
 @app.command()
 def demo(
+    match_spec: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="MATCH",
+            help="One match, as for replay (a file, a bundled name, sim:SEED, "
+            "worldcup:2022/final); default: semifinal.",
+            show_default=False,
+        ),
+    ] = None,
     speed: Annotated[str, typer.Option(help="Match seconds per wall second, or 'max'.")] = str(
         int(DEMO_SPEED)
     ),
@@ -242,15 +398,22 @@ def demo(
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
-    """Embedded broker + replay of the 2026 semi-final + live scoreboard, in one process."""
+    """Embedded broker + replay of a match (the semi-final) + live scoreboard, in one process."""
     _setup_logs(log_format, verbose, quiet_default=True)
     options = ReplayOptions(speed=_speed(speed), start=_from(start))
-    match = _matches(None)[0]
-    console = Console()
+    found = _matches(match_spec)
+    if len(found) != 1:
+        _fail(
+            f"demo plays one match; {match_spec} is {len(found)} matches "
+            f"({', '.join(m.match_id for m in found[:3])}, ...): name one, or use replay",
+            2,
+        )
+    match = found[0]
+    _check_start([match], options.start, start or "")
+    console = Console(emoji=False)
     final = _run(lambda: _demo(match, options, console))
-    console.print(
-        f"[bold]Full time:[/] {final.scoreline}  ({match.venue.name if match.venue else ''})"
-    )
+    venue = f"  ({match.venue.name})" if match.venue else ""
+    console.print(f"[bold]Full time:[/] {escape(final.scoreline + venue)}")
 
 
 async def _demo(match: Match, options: ReplayOptions, console: Console) -> MatchState:
@@ -283,11 +446,7 @@ async def _demo(match: Match, options: ReplayOptions, console: Console) -> Match
 def replay(
     match: Annotated[
         str | None,
-        typer.Argument(
-            help="A match file (.yaml/.json), a bundled match name, sim:SEED, "
-            "worldcup:2022\\[/final|/ARG-FRA|...], or a recording (.jsonl) made by the "
-            "recorder subscriber; default: semifinal."
-        ),
+        typer.Argument(help=_MATCH_HELP),
     ] = None,
     broker: BrokerOpt = None,
     ca_file: CaFileOpt = None,
@@ -352,9 +511,10 @@ def replay(
         qos=qos,
         topics=_topics(root),
     )
+    _check_start(matches, options.start, start or "")
     from matchcast.app import run_replay  # noqa: PLC0415
 
-    delays = None
+    delays = recorded_delays(matches, options)
     if day is not None:
         from matchcast.cmd_matches import match_day  # noqa: PLC0415
 
@@ -405,6 +565,7 @@ def watch(
         DEFAULT_HOST, DEFAULT_EMBEDDED_PORT
     )
     topics = _topics(root)
+    match = match_filter(match)
     if exit_at_full_time and match == "+":
         _fail("--exit-at-full-time needs --match MATCH_ID", 2)
     from consumers.terminal import TerminalView  # noqa: PLC0415
@@ -413,15 +574,25 @@ def watch(
     view = TerminalView()
 
     async def go() -> dict[str, MatchState]:
+        await reach_broker(url)
         with view:
-            return await run_watch(
-                url,
-                [view.subscriber],
-                topics=topics,
-                match_filter=match,
-                qos=qos,
-                until_finished={match} if exit_at_full_time else None,
-            )
+            async with asyncio.TaskGroup() as tg:
+                if match != "+":
+                    hint = tg.create_task(
+                        say_when_absent(url, topics, match, lambda: bool(view.board.states), 5.0)
+                    )
+                try:
+                    return await run_watch(
+                        url,
+                        [view.subscriber],
+                        topics=topics,
+                        match_filter=match,
+                        qos=qos,
+                        until_finished={match} if exit_at_full_time else None,
+                    )
+                finally:
+                    if match != "+":
+                        hint.cancel()
 
     try:
         _run(go)
@@ -453,7 +624,7 @@ def broker_cmd(
     async def serve() -> None:
         b = EmbeddedBroker(host, port)
         await b.start()
-        _err.print(f"embedded broker on mqtt://{host}:{port} (Ctrl-C to stop)")
+        _err.print(f"embedded broker on mqtt://{host}:{port} (Ctrl-C to stop)", markup=False)
         try:
             await asyncio.Event().wait()
         finally:
@@ -494,12 +665,63 @@ def schema(
     typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
 
 
+#: One example per command, shown at the end of its ``--help``.
+EXAMPLES: dict[str, str] = {
+    "demo": "matchcast demo worldcup:2022/final --from 80",
+    "replay": "matchcast replay semifinal --speed 120 --broker mqtt://127.0.0.1:1883",
+    "watch": "matchcast watch --match wc2026-sf-arg-eng --exit-at-full-time",
+    "broker": "matchcast broker --port 1884",
+    "schema": "matchcast schema --state > state.schema.json",
+    "asyncapi": "matchcast asyncapi > asyncapi.yaml",
+    "consume": "matchcast consume ./alerts.py scoreboard --broker mqtt://127.0.0.1:1883",
+    "load": "matchcast load --spawn-mosquitto --matches 50 --check 'p99 < 50ms' "
+    "--check 'lost == 0' --report r.json",
+    "load merge": "matchcast load merge shard-0.json shard-1.json --report all.json",
+    "load-consumer": "matchcast load-consumer --consumer-id c1 --broker mqtt://127.0.0.1:1883",
+    "simulate": "matchcast simulate --home BRA --away GER --seed 7 --knockout -o bra-ger.yaml",
+    "import": "matchcast import openfootball worldcup.json --match final -o final.yaml",
+    "web": "matchcast web --broker mqtt://127.0.0.1:1883 --port 8000",
+}
+
+
+def command() -> Any:
+    """The click command of :data:`app`, as ``main`` runs it: each command's help ends with
+    its example, and flags show no ``<bool>``/``<int>`` value they do not take."""
+    cmd = typer.main.get_command(app)
+    commands: dict[str, Any] = getattr(cmd, "commands", {})
+    for c in [cmd, *commands.values()]:
+        for param in c.get_params(typer.Context(c)):
+            if getattr(param, "is_flag", False) or getattr(param, "count", False):
+                param.metavar = ""
+    for name, c in commands.items():
+        example = EXAMPLES.get(name)
+        if example is not None:
+            c.epilog = f"Example: {example}"
+    return cmd
+
+
 def main() -> None:
-    """Entry point of the ``matchcast`` console script."""
+    """Entry point of the ``matchcast`` console script.
+
+    Usage errors (an unknown option, a missing value) end in one ``error:`` line, exit 2.
+    """
+    args = sys.argv[1:]
+    if args[:2] == ["load", "merge"]:  # ``load merge`` has help and options of its own
+        args = ["load merge", *args[2:]]
     try:
-        app()
+        code = command().main(args, prog_name="matchcast", standalone_mode=False)
     except _Exit as e:
         sys.exit(e.code)
+    except typer.Abort:
+        sys.exit(130)
+    except typer.TyperException as err:
+        if type(err).__name__ == "NoArgsIsHelpError":  # the help is already printed
+            sys.exit(2)
+        ctx = getattr(err, "ctx", None)
+        where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+        _err.print(f"error: {err.format_message()}{where}", markup=False, soft_wrap=True)
+        sys.exit(getattr(err, "exit_code", 2))
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 #: Modules that add commands of their own; each defines ``register(app: typer.Typer)``.

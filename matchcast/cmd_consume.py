@@ -36,6 +36,9 @@ from matchcast.cli import (
     _run,
     _setup_logs,
     _topics,
+    match_filter,
+    reach_broker,
+    say_when_absent,
 )
 from matchcast.mqtt import BrokerURL
 from matchcast.options import (
@@ -155,6 +158,7 @@ def consume(
         _fail("name at least one plug-in to run, or --list to see the installed ones", 2)
     if protocol not in ("auto", "5", "3.1.1"):
         _fail(f"--protocol must be auto, 5 or 3.1.1, not {protocol!r}", 2)
+    match = match_filter(match)
     if exit_at_full_time and match == "+":
         _fail("--exit-at-full-time needs --match MATCH_ID", 2)
     if session and qos == 0:
@@ -178,10 +182,11 @@ def consume(
     )
 
     async def go() -> dict[str, MatchState]:
+        await reach_broker(url)  # before anything prints: no stats line ahead of the error
         _stop_on_signals(runner)
         if session:
             _log.info("consumer.session", client_id=client_id, expiry_s=session_expiry)
-        return await run_watch(
+        watch = run_watch(
             url,
             [],
             runner=runner,
@@ -193,6 +198,16 @@ def consume(
             clean_start=not session,
             session_expiry=session_expiry if session else None,
         )
+        if match == "+":
+            return await watch
+        async with asyncio.TaskGroup() as tg:
+            hint = tg.create_task(
+                say_when_absent(url, topics, match, lambda: runner.stats.received > 0, 5.0)
+            )
+            try:
+                return await watch
+            finally:
+                hint.cancel()
 
     _run(go)
 
@@ -240,7 +255,7 @@ def _stop_on_signals(runner: Runner) -> None:
 
 def _print_installed() -> None:
     found = installed_plugins()
-    console = Console()
+    console = Console(emoji=False)
     if not found:
         console.print("No subscribers installed in the group matchcast.subscribers.")
         return

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from events import BrokerError
 from matchcast.options import CaFileOpt, CertFileOpt, KeyFileOpt, TlsInsecureOpt
@@ -184,6 +185,16 @@ def load(
     chart: Annotated[
         Path | None, typer.Option("--chart", help="Draw throughput and latency into a PNG.")
     ] = None,
+    check: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--check",
+            metavar="EXPR",
+            help="A threshold, e.g. 'p99 < 50ms' or 'lost == 0' (repeatable); one failed "
+            "check exits 3. Figures: p50 p90 p99 p99.9 max mean (ms), lost duplicates reordered "
+            "received publish_failures overruns, delivered_rate achieved_rate (events/s).",
+        ),
+    ] = None,
     workers: Annotated[
         int, typer.Option("--workers", min=1, help="Spread the load over this many processes.")
     ] = 1,
@@ -239,12 +250,13 @@ def load(
         LoadRun,
         LoadShape,
         MatchTemplate,
-        build_report,
     )
 
     cli._setup_logs(log_format, verbose, quiet_default=True)
+    checks = _checks(check)
+    _chart_ready(chart)
     if specs and specs[0] == "merge":
-        _merge([Path(f) for f in specs[1:]], report, csv_path, chart)
+        _merge([Path(f) for f in specs[1:]], report, csv_path, chart, checks)
         return
     topics = cli._topics(root)
     spd = cli._speed(speed)
@@ -352,14 +364,64 @@ def load(
             result["parameters"].update(workers=workers, probe_workers=probe_workers)
         else:
             run = LoadRun(options, templates, make_factory(client, url))
+            result = _run_here(run, parameters, console, progress, streams=the_shard is not None)
+    _output(result, report, csv_path, chart, checks)
+    if result.get("interrupted"):
+        raise cli._Exit(130)
 
-            async def go() -> None:
-                async with _live(run, console, progress and console.is_terminal):
-                    await run.run()
 
-            cli._run(go)
-            result = build_report(run, parameters, streams=the_shard is not None)
-    _output(result, report, csv_path, chart)
+def _run_here(
+    run: Any, parameters: dict[str, Any], console: Any, progress: bool, *, streams: bool
+) -> dict[str, Any]:
+    """Run ``run`` in this process; its report, marked ``interrupted`` after Ctrl-C."""
+    from matchcast import cli  # noqa: PLC0415
+    from matchcast.load import build_report  # noqa: PLC0415
+
+    interrupted = cli._run(lambda: _interruptible(run, console, progress))
+    if interrupted and run.sender is None:
+        console.print("interrupted before the first event was sent", markup=False)
+        raise cli._Exit(130)
+    result = build_report(run, parameters, streams=streams)
+    result["interrupted"] = interrupted
+    return result
+
+
+async def _interruptible(run: Any, console: Any, progress: bool) -> bool:
+    """Run ``run``; True if Ctrl-C (or SIGTERM) cut it short, so what it measured so far is
+    still reported."""
+    import asyncio  # noqa: PLC0415
+
+    try:
+        async with _live(run, console, progress and console.is_terminal):
+            await run.run()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is None or task.uncancel() > 0:
+            raise
+        return True
+    return False
+
+
+def _checks(texts: list[str] | None) -> list[Any]:
+    from matchcast import cli  # noqa: PLC0415
+    from matchcast.load import CheckError, parse_check  # noqa: PLC0415
+
+    try:
+        return [parse_check(t) for t in texts or ()]
+    except CheckError as err:
+        cli._fail(str(err), 2)
+
+
+def _chart_ready(chart: Path | None) -> None:
+    """Fail before a run whose --chart cannot be drawn, not after it."""
+    from matchcast import cli  # noqa: PLC0415
+
+    if chart is None:
+        return
+    try:
+        import matplotlib  # noqa: F401, PLC0415
+    except ImportError:
+        cli._fail("--chart needs matplotlib: pip install 'matchcast[load]'", 2)
 
 
 def _parse_shard(text: str) -> tuple[int, int]:
@@ -472,16 +534,45 @@ def _run_workers(shards: list[list[str]], child: list[str], console: Any) -> dic
             for own, path in zip(shards, paths, strict=True)
         ]
         console.print(f"[dim]{len(shards)} workers running: pids {[p.pid for p in procs]}[/]")
-        _start_together(procs)
-        codes = [p.wait() for p in procs]
-        bad = [(i, c) for i, c in enumerate(codes) if c not in (0, 3)]
+        try:
+            _start_together(procs)
+        except KeyboardInterrupt:  # before any sent: nothing measured, nothing to merge
+            for proc in procs:
+                if proc.stdin is not None:
+                    with contextlib.suppress(OSError):
+                        proc.stdin.close()  # a worker waiting for its go stops waiting
+                proc.wait()
+            raise cli._Exit(130) from None
+        # Ctrl-C reaches the workers too (one process group): each reports what it measured
+        # and exits 130; wait for them and merge those reports, marked interrupted.
+        interrupted = False
+        codes = []
+        for proc in procs:
+            while True:
+                try:
+                    codes.append(proc.wait())
+                    break
+                except KeyboardInterrupt:
+                    interrupted = True
+        ok = (0, 3, 130) if interrupted else (0, 3)
+        bad = [(i, c) for i, c in enumerate(codes) if c not in ok]
         if bad:
             cli._fail(f"worker(s) failed: {', '.join(f'shard {i} exit {c}' for i, c in bad)}")
-        return merge_reports([json.loads(p.read_text()) for p in paths])
+        reports = [json.loads(p.read_text()) for p in paths if p.exists()]
+        if not reports:
+            console.print("interrupted before the first event was sent", markup=False)
+            raise cli._Exit(130)
+        merged = merge_reports(reports)
+        merged["interrupted"] = interrupted or any(r.get("interrupted") for r in reports)
+        return merged
 
 
 def _merge(
-    files: list[Path], report: Path | None, csv_path: Path | None, chart: Path | None
+    files: list[Path],
+    report: Path | None,
+    csv_path: Path | None,
+    chart: Path | None,
+    checks: list[Any],
 ) -> None:
     from matchcast import cli  # noqa: PLC0415
     from matchcast.load import MergeError, merge_reports  # noqa: PLC0415
@@ -496,17 +587,25 @@ def _merge(
     except (OSError, ValueError) as err:
         reason = str(err) if isinstance(err, MergeError | OSError) else f"not JSON: {err}"
         cli._fail(f"cannot merge: {reason}", 2)
-    _output(merged, report, csv_path, chart)
+    _output(merged, report, csv_path, chart, checks)
 
 
 def _output(
-    result: dict[str, Any], report: Path | None, csv_path: Path | None, chart: Path | None
+    result: dict[str, Any],
+    report: Path | None,
+    csv_path: Path | None,
+    chart: Path | None,
+    checks: list[Any],
 ) -> None:
+    """Print the table, write the files; exit 3 if a check failed or nothing got through."""
     from rich.console import Console  # noqa: PLC0415
 
     from matchcast import cli  # noqa: PLC0415
-    from matchcast.load import render_table, write_chart  # noqa: PLC0415
+    from matchcast.load import evaluate_checks, render_table, write_chart  # noqa: PLC0415
 
+    if checks:
+        result["checks"] = evaluate_checks(checks, result)
+    failures = _failures(result)
     Console().print(render_table(result))
     if report is not None:
         report.write_text(json.dumps(result, indent=1))
@@ -517,12 +616,30 @@ def _output(
             write_chart(result, chart)
         except RuntimeError as err:
             cli._fail(str(err), 2)
+    if failures and not result.get("interrupted"):
+        stderr = Console(stderr=True, highlight=False)
+        for line in failures:
+            stderr.print(f"[bold red]failed:[/] {escape(line)}")
+        raise typer.Exit(3)
+
+
+def _failures(result: dict[str, Any]) -> list[str]:
+    """Why the run fails (exit 3): a failed check, a wrong final state, or nothing delivered."""
+    out = [
+        f"--check {c['check']} (actual {c['actual']:g})"
+        for c in result.get("checks") or ()
+        if not c["passed"]
+    ]
     verification = result.get("verification")
     if verification is not None and not verification["ok"]:
-        Console(stderr=True).print(
-            "[bold red]verify-state failed:[/] a consumer's final state is wrong or missing"
-        )
-        raise typer.Exit(3)
+        out.append("verify-state: a consumer's final state is wrong or missing")
+    d = result["delivery"]
+    probes = int(result["parameters"].get("subscribers") or 0) or len(d.get("consumers") or ())
+    if probes and d["expected"] and not d.get("unique", d["received"]):
+        out.append(f"nothing was delivered: all {d['expected']:,} expected events were lost")
+    elif probes and not d["expected"] and not d["received"]:
+        out.append("nothing was delivered: no event was published or received")
+    return out
 
 
 @contextlib.asynccontextmanager
@@ -625,7 +742,37 @@ def consume(
     cli._run(go)
 
 
+def merge(
+    files: Annotated[
+        list[Path],
+        typer.Argument(metavar="REPORT", help="Reports of shards (--shard or --workers)."),
+    ],
+    report: Annotated[
+        Path | None, typer.Option("--report", help="Write the merged report to this JSON file.")
+    ] = None,
+    csv_path: Annotated[
+        Path | None, typer.Option("--csv", help="Write the per-second series as CSV.")
+    ] = None,
+    chart: Annotated[
+        Path | None, typer.Option("--chart", help="Draw throughput and latency into a PNG.")
+    ] = None,
+    check: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--check", metavar="EXPR", help="A threshold, as for load (repeatable); failed: exit 3."
+        ),
+    ] = None,
+) -> None:
+    """`matchcast load merge`: combine the reports of shards into one, exactly (counts, streams
+    and latency histograms, not averaged percentiles)."""
+    checks = _checks(check)
+    _chart_ready(chart)
+    _merge(files, report, csv_path, chart, checks)
+
+
 def register(app: typer.Typer) -> None:
-    """Add the ``load`` and ``load-consumer`` commands to ``app``."""
+    """Add the ``load`` and ``load-consumer`` commands to ``app``; ``load merge`` is run as the
+    hidden ``load merge`` (see ``matchcast.cli.main``), so it has a help of its own."""
     app.command("load")(load)
+    app.command("load merge", hidden=True)(merge)
     app.command("load-consumer")(consume)

@@ -14,6 +14,7 @@ import typer
 
 from matchcast.cli import (
     DEMO_SPEED,
+    _check_start,
     _connection_options,
     _err,
     _Exit,
@@ -23,6 +24,7 @@ from matchcast.cli import (
     _setup_logs,
     _speed,
     _topics,
+    reach_broker,
 )
 from matchcast.options import (
     BrokerOpt,
@@ -86,6 +88,7 @@ def web(
     replay = demo or url is None
     matches = _matches(match) if replay else []
     options = ReplayOptions(speed=_speed(speed), start=_from(start), topics=topics)
+    _check_start(list(matches), options.start, start or "")
 
     async def go() -> None:
         from matchcast.broker import embedded_broker  # noqa: PLC0415
@@ -103,8 +106,9 @@ def web(
 
         hub = Hub(queue_size=queue_size)
         runner = Runner([bridge(hub)], topics=topics)
+        await reach_broker(broker_url)  # before the page's address is announced
         async with WebServer(hub, host, port) as server:
-            _err.print(f"Match page: [bold]{server.url}[/]  (Ctrl-C to stop)", markup=True)
+            _err.print(f"Match page: {server.url}  (Ctrl-C to stop)", markup=False)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(run_watch(broker_url, [], runner=runner))
                 if matches:

@@ -5,7 +5,7 @@ per line: an event exactly as on the wire, or ``{"snapshot": STATE}`` where the 
 from (or was resynchronised to) a state snapshot. Lines of several matches may interleave.
 
 Each event's place in time is when it was due (``scheduled_at``, else ``emitted_at``), so a
-replay keeps the original timing, across matches too.
+replay keeps the original timing, across matches too (see :meth:`Recording.lead`).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from events import (
     DecodeError,
     Event,
+    MatchClock,
     MatchFileError,
     MatchState,
     apply,
@@ -56,6 +57,20 @@ class Recording:
         if speed is None:
             return [0.0] * len(self.events)
         return [o / speed for o in self.offsets]
+
+    def lead(self, speed: float | None, start: MatchClock | None = None) -> float:
+        """Wall seconds from the recording's first event to this match's first one replayed
+        (the first at or after ``start``), ``speed`` times faster than recorded; 0 at maximum
+        speed. A replay of several matches waits this long (less the earliest match's) before
+        each, so the matches keep their recorded places in time instead of all starting at once.
+        """
+        if speed is None or not self.offsets:
+            return 0.0
+        key = start.sort_key if start is not None else None
+        for event, offset in zip(self.events, self.offsets, strict=True):
+            if key is None or event.clock.sort_key >= key:
+                return offset / speed
+        return self.offsets[-1] / speed
 
 
 def is_recording(spec: str | Path) -> bool:

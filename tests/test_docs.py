@@ -33,3 +33,25 @@ def test_the_subscribers_guide_examples_run(
                     asyncio.run(result)
                 ran.append(name)
     assert len(ran) >= 3, ran
+
+
+def test_the_guide_names_every_field_of_the_match_state_and_the_testing_extra() -> None:
+    import tomllib
+
+    from events import MatchState
+
+    text = DOC.read_text()
+    table = text.split("### The match state", 1)[1].split("\n\n")[2]
+    named = set(
+        re.findall(r"`(\w+)`", "\n".join(line.split("|")[1] for line in table.splitlines()[2:]))
+    )
+    assert set(MatchState.model_fields) - {"schema_version"} <= named
+    assert (
+        "**1** first half, **2** second half, **3**\nand **4** the halves of extra time, **5**"
+        in text
+    )
+    extras = tomllib.loads((DOC.parent.parent / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert {r.split(">")[0] for r in extras["testing"]} == {"pytest", "pytest-asyncio"}
+    assert "pip install 'matchcast[testing]'" in text

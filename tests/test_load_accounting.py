@@ -253,7 +253,8 @@ def test_the_load_package_exports_exactly_its_public_names() -> None:
 
     assert load.__all__ == sorted(load.__all__, key=lambda n: (not n.isupper(), n))
     assert set(load.__all__) == {
-        "PERCENTILES", "REPORT_FORMAT", "ClientFactory", "ConnectionHealth", "ConsumerAccount",
+        "CHECK_FIGURES", "PERCENTILES", "REPORT_FORMAT", "Check", "CheckError", "ClientFactory",
+        "ConnectionHealth", "ConsumerAccount", "Rates", "evaluate_checks", "parse_check", "rates",
         "LatencySeries", "LoadClient", "LoadOptions", "LoadRun", "LoadShape", "MatchTemplate",
         "MergeError", "NowaitPublisher", "Progress", "RunnerMetrics", "Sender", "SenderStats",
         "SharedSource", "StateReporter", "StreamStats", "build_report", "collect_reported_states",

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from events import Topics
+from matchcast.cmd_load import _failures
 from matchcast.load import (
     LoadOptions,
     LoadRun,
@@ -22,6 +23,7 @@ from matchcast.load import (
     StreamStats,
     build_report,
     merge_reports,
+    render_table,
     write_chart,
 )
 from matchcast.mqtt import BrokerURL, MqttClient
@@ -83,6 +85,10 @@ async def test_two_shards_merge_with_exact_counts_and_histograms(
     assert merged["parameters"]["matches"] == k
     write_chart(merged, tmp_path / "chart.png")
     assert (tmp_path / "chart.png").read_bytes()[:4] == b"\x89PNG"
+    # Reports of older versions have no checks, interrupted flag or run parameters: still fine.
+    assert "checks" not in merged and "interrupted" not in merged
+    assert "matchcast load" in render_table(merged).title
+    assert _failures(merged) == []
 
 
 @pytest.mark.mosquitto

@@ -53,3 +53,22 @@ def test_relative_links_lead_to_files() -> None:
     assert links
     missing = [link for link in links if not (ROOT / link).exists()]
     assert not missing, missing
+
+
+def test_the_semifinal_figures_are_those_the_replayer_makes() -> None:
+    """The README once said 100 clock ticks where the replayer makes 98."""
+    from simulator import expand, resolve_matches
+
+    stream = [s.event for s in expand(resolve_matches(None)[0])]
+    ticks = sum(1 for e in stream if e.type == "clock")
+    assert f"of every minute played ({ticks} for the semi-final" in " ".join(README.split())
+    assert f"{len(stream)} events in all" in README
+
+
+def test_the_exit_codes_are_documented_as_the_help_gives_them() -> None:
+    text = " ".join(README.split())
+    for needle in (
+        "`watch`, `web`, `consume` and `broker` end (exit 0)",
+        "`demo`, `replay` and `load` (exit 130",
+    ):
+        assert needle in text

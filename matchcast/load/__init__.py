@@ -16,7 +16,8 @@ from matchcast.load._accounting import (
     new_histogram,
     parse_probe_fields,
 )
-from matchcast.load._chart import write_chart
+from matchcast.load._chart import Rates, rates, write_chart
+from matchcast.load._checks import CHECK_FIGURES, Check, CheckError, evaluate_checks, parse_check
 from matchcast.load._consume import SharedSource, run_consumer
 from matchcast.load._merge import MergeError, merge_reports
 from matchcast.load._metrics import RunnerMetrics
@@ -41,8 +42,11 @@ from matchcast.load._verify import (
 from matchcast.load._workload import LoadShape, MatchTemplate, format_timestamp, match_ids
 
 __all__ = [
+    "CHECK_FIGURES",
     "PERCENTILES",
     "REPORT_FORMAT",
+    "Check",
+    "CheckError",
     "ClientFactory",
     "ConnectionHealth",
     "ConsumerAccount",
@@ -55,6 +59,7 @@ __all__ = [
     "MergeError",
     "NowaitPublisher",
     "Progress",
+    "Rates",
     "RunnerMetrics",
     "Sender",
     "SenderStats",
@@ -67,13 +72,16 @@ __all__ = [
     "consumer_state_topic",
     "decode_histogram",
     "encode_histogram",
+    "evaluate_checks",
     "format_timestamp",
     "histogram_summary",
     "match_ids",
     "merge_reports",
     "new_histogram",
+    "parse_check",
     "parse_probe_fields",
     "probe_filter",
+    "rates",
     "render_table",
     "run_consumer",
     "submit",

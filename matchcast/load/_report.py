@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+import time
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from matchcast.load._accounting import (
     encode_histogram,
@@ -57,7 +59,8 @@ def build_report(
     sender = run.sender
     assert sender is not None
     mono0 = sender.mono0
-    send_s = max(stats.finished - mono0, 1e-9)
+    # An interrupted run has not finished sending: it counts until now.
+    send_s = max((stats.finished or time.monotonic()) - mono0, 1e-9)
     # At max speed nothing is scheduled: what was offered is what was sent.
     offered_s = stats.last_due_s if stats.last_due_s > 0 else send_s
     consumers = [acc.totals(stats.expected) for acc in run.accounts]
@@ -134,24 +137,26 @@ def render_table(report: dict[str, Any]) -> Table:
     """The final table of a report."""
     s, d, lat = report["sender"], report["delivery"], report["latency_ms"]
     conns = report["connections"]
-    table = Table(title="matchcast load", show_header=True, header_style="bold")
+    title = "matchcast load (INTERRUPTED: figures so far)" if report.get("interrupted") else None
+    table = Table(title=title or "matchcast load", show_header=True, header_style="bold")
     table.add_column("figure")
     table.add_column("value", justify="right")
     p = report["parameters"]
 
     def add(name: str, value: object) -> None:
-        table.add_row(name, str(value))
+        table.add_row(Text(name), Text(str(value)))
 
     add(
         "matches / subscribers / QoS",
         f"{p.get('matches')} / {p.get('subscribers')} / {p.get('qos')}",
     )
+    add("run", _describe_run(p, s))
     add("events published", f"{s['events_published']:,} (+{s['states_published']:,} states)")
     add(
         "offered / achieved events/s",
         f"{s['offered_events_per_s']:,} / {s['achieved_events_per_s']:,}",
     )
-    add("delivered events/s (all subscribers)", f"{d['delivered_events_per_s']:,}")
+    add("delivered events/s (summed over subscribers)", f"{d['delivered_events_per_s']:,}")
     add("publish failures", s["publish_failures"])
     add(
         f"sender overruns (> {s['overrun_threshold_ms']:g} ms late)",
@@ -181,5 +186,31 @@ def render_table(report: dict[str, Any]) -> Table:
                 f"verify-state {c['consumer']}: right / wrong / missing",
                 f"{c['right']} / {c['wrong']} / {c['missing']}",
             )
-        add("verify-state", "[green]OK[/]" if v["ok"] else "[bold red]FAILED[/]")
+        table.add_row("verify-state", _verdict(v["ok"]))
+    for c in report.get("checks") or ():
+        table.add_row(Text(f"check {c['check']}  (actual {c['actual']:g})"), _verdict(c["passed"]))
     return table
+
+
+def _verdict(ok: bool) -> Text:
+    return Text("OK", style="green") if ok else Text("FAILED", style="bold red")
+
+
+def _describe_run(p: dict[str, Any], s: dict[str, Any]) -> str:
+    """The run's length and shape, e.g. ``12.0 s sending; speed max, ramp 0 s, 1 publisher``."""
+    shards = p.get("merged_from") or []
+    if shards and "speed" not in p:  # a merged report: the shards ran with the same shape
+        return f"{_describe_run(shards[0], s)}; {len(shards)} shards merged"
+    shape = [f"speed {p.get('speed')}"]
+    if p.get("rate") is not None:
+        shape = [f"rate {p['rate']:g}/s"]
+    if p.get("duration_s") is not None:
+        shape.append(f"duration {p['duration_s']:g} s")
+    if p.get("ramp_s"):
+        shape.append(f"ramp {p['ramp_s']:g} s")
+    if p.get("payload_size"):
+        shape.append(f"payload {p['payload_size']} B")
+    if p.get("states") is False:
+        shape.append("no states")
+    shape.append(f"{p.get('publishers')} publisher(s), client {p.get('client')}")
+    return f"{s.get('send_seconds', 0):g} s sending; " + ", ".join(shape)

@@ -174,6 +174,7 @@ class LoadRun:
         self, stack: contextlib.AsyncExitStack, kind: str, n: int, health: ConnectionHealth
     ) -> list[LoadClient]:
         out = []
+        failed: list[tuple[str, MatchcastError | OSError]] = []
         tag = self.options.shape.tag
         for i in range(n):
             client_id = f"mc-load-{tag}-{kind}-{self.first_index}-{i}"
@@ -183,13 +184,17 @@ class LoadRun:
             except (MatchcastError, OSError) as err:
                 health.failures += 1
                 health.failure_reasons.append(str(err))
-                _log.warning("connection.failed", kind=kind, client_id=client_id, error=str(err))
+                failed.append((client_id, err))
                 continue
             health.connect_ms.append((time.monotonic() - t) * 1000)
             out.append(client)
-        if n and not out:
-            reason = health.failure_reasons[-1] if health.failure_reasons else "?"
-            raise BrokerError("broker", f"no {kind} connection succeeded: {reason}")
+        if n and not out:  # one error, naming the broker once, and no warnings before it
+            last = failed[-1][1] if failed else None
+            if isinstance(last, BrokerError):
+                raise BrokerError(last.url, f"no {kind} connection succeeded: {last.reason}")
+            raise BrokerError("?", f"no {kind} connection succeeded: {last}")
+        for client_id, error in failed:
+            _log.warning("connection.failed", kind=kind, client_id=client_id, error=str(error))
         return out
 
     async def run(self) -> None:

@@ -384,17 +384,17 @@ class _Converter:
         out: list[Any] = []
         for team, scored in kicks:
             count[team] += 1
-            name = names[codes.index(team)]
             out.append(
                 {
                     "team": team,
-                    "taker": f"{name} kicker {count[team]}",
+                    "taker": f"kick {count[team]}",  # no names in the data: invent no one
                     "scored": scored,
                     "source": "assumption",
                 }
             )
         out[0]["note"] = (
             f"openfootball records only the shoot-out score ({p[0]}-{p[1]}); the order "
-            f"({names[0]} first), the takers and which kicks missed are made up to match it"
+            f"({names[0]} first) and which kicks missed are made up to match it; the takers "
+            "are not named (kick 1, kick 2, ...)"
         )
         return out

@@ -182,3 +182,12 @@ def test_labels_and_option_scopes() -> None:
         split_options(specs, ["ticker.x=1"])
     with pytest.raises(PluginError, match=r"PLUGIN\.KEY=VALUE"):
         split_options(specs, ["recorder.path"])
+
+
+def test_a_syntax_error_names_its_place_once(tmp_path: Path) -> None:
+    path = write(tmp_path, "typo.py", "def alert(:\n    pass\n")
+    with pytest.raises(PluginError) as info:
+        load_plugin(str(path), {})
+    message = str(info.value)
+    assert message.endswith("importing it failed: SyntaxError: invalid syntax (typo.py, line 1)")
+    assert message.count("line 1") == 1

@@ -46,9 +46,13 @@ function teamName(s, code) {
 
 // ------------------------------------------------------------------ rendering
 
+// The clock adds nothing when the status pill says it already (Full time, not "FT" beside it).
+const CLOCK_IS_STATUS = new Set(["scheduled", "half_time", "break", "finished"]);
+
 function render() {
   const s = state;
   if (!s) return;
+  delete $("board").dataset.loading;
   const [h, a] = codes(s);
   for (const [side, code] of [["home", h], ["away", a]]) {
     const team = s[side];
@@ -66,10 +70,22 @@ function render() {
   $("status").textContent = STATUS[s.status] || s.status;
   $("status").dataset.status = s.status;
   $("clock").textContent = displayClock(s);
+  $("clock").hidden = CLOCK_IS_STATUS.has(s.status);
+  renderShootout(s, h, a);
   document.title = h && a ? `${h} ${hs}-${as} ${a} · ${displayClock(s)} · matchcast` : "matchcast · live";
   $("match-id").textContent = `Match ${s.match_id}`;
   renderGoals(s, h);
   renderPossession(s, h, a);
+}
+
+function renderShootout(s, h, a) {
+  const box = $("shootout");
+  box.hidden = !s.shootout || !h || !a;
+  if (box.hidden) return;
+  const [ph, pa] = [s.shootout[h] ?? 0, s.shootout[a] ?? 0];
+  box.textContent = s.winner
+    ? `${teamName(s, s.winner)} win ${Math.max(ph, pa)}-${Math.min(ph, pa)} on penalties`
+    : `Penalties ${h} ${ph}-${pa} ${a}`;
 }
 
 function goalHow(g) {
@@ -91,7 +107,7 @@ function renderGoals(s, home) {
       el("span", { class: "who" }, g.scorer, ...(g.detail || how ? [el("span", { class: "how" }, g.detail || how)] : [])),
     ));
     const tag = g.method === "penalty" ? " (pen)" : g.method === "own_goal" ? " (o.g.)" : "";
-    sides[side].append(el("li", {}, el("strong", {}, g.scorer), " ", el("span", { class: "gmin" }, `${g.clock.label}${tag}`)));
+    sides[side].append(el("li", { "data-team": g.team }, el("strong", {}, g.scorer), " ", el("span", { class: "gmin" }, `${g.clock.label}${tag}`)));
   }
   $("goals-empty").hidden = s.goals.length > 0;
   $("scorers").hidden = s.goals.length === 0;
@@ -108,8 +124,10 @@ function renderPossession(s, h, a) {
   $("poss-away-bar").style.width = `${(100 * pa) / total}%`;
   $("poss-home-label").textContent = `${h} ${ph}%`;
   $("poss-away-label").textContent = `${pa}% ${a}`;
-  $("poss-bar").setAttribute("aria-label", `Possession: ${teamName(s, h)} ${ph}%, ${teamName(s, a)} ${pa}%`);
-  $("poss-since").textContent = s.possessionSince ? `since ${s.possessionSince}` : "";
+  // The shares cover one stretch of play (the semi-final's 88/12 is 55'-86'), not the match.
+  const span = s.possessionSpan ? `${s.possessionSpan}` : "over a stretch of play";
+  $("poss-bar").setAttribute("aria-label", `Possession ${span}: ${teamName(s, h)} ${ph}%, ${teamName(s, a)} ${pa}%`);
+  $("poss-span").textContent = span;
 }
 
 // ------------------------------------------------------------------ ticker
@@ -131,7 +149,7 @@ function tickerItem(ev, s, line) {
     case "goal_disallowed":
       return ["NO GOAL", `${ev.team} goal ruled out${ev.reason ? `: ${ev.reason}` : ""}. ${scoreline(s)}`];
     case "possession":
-      return ["POSSESSION", `${Object.entries(ev.share).map(([t, v]) => `${t} ${Math.round(v)}%`).join(", ")}${ev.since ? ` since ${ev.since.label}` : ""}`];
+      return ["POSSESSION", `${Object.entries(ev.share).map(([t, v]) => `${t} ${Math.round(v)}%`).join(", ")}${ev.since ? ` over ${ev.since.label}–${c}` : ""}`];
     case "card":
       return [`${ev.card.replace("_", " ").toUpperCase()} CARD`, `${ev.player} (${ev.team})`];
     case "substitution":
@@ -170,12 +188,13 @@ function resetTicker() {
 function setConn(kind, text) {
   $("conn").dataset.state = kind;
   $("conn").textContent = text;
+  if (!state) $("loading-note").textContent = kind === "live" ? "Waiting for the match…" : text;
 }
 
 function onState(e) {
   const s = JSON.parse(e.data).state;
   const first = !state || state.match_id !== s.match_id;
-  state = Object.assign(s, { possessionSince: state && state.match_id === s.match_id ? state.possessionSince : null });
+  state = Object.assign(s, { possessionSpan: state && state.match_id === s.match_id ? state.possessionSpan : null });
   if (first) {
     resetTicker();
     for (const g of s.goals) addTicker(g.clock.label, "GOAL", `${g.scorer} (${g.team})`, "goal", false);
@@ -190,8 +209,10 @@ function onState(e) {
 function onUpdate(e) {
   const { event: ev, state: s, line } = JSON.parse(e.data);
   const prev = state;
-  const since = ev.type === "possession" && ev.since ? ev.since.label : prev && prev.match_id === s.match_id ? prev.possessionSince : null;
-  state = Object.assign(s, { possessionSince: since });
+  const span = ev.type === "possession"
+    ? (ev.since ? `${ev.since.label}–${ev.clock.label}` : `to ${ev.clock.label}`)
+    : prev && prev.match_id === s.match_id ? prev.possessionSpan : null;
+  state = Object.assign(s, { possessionSpan: span });
   if (ev.type === "goal" || ev.type === "goal_disallowed") {
     const score = $("score");
     score.classList.remove("flash");
@@ -224,6 +245,7 @@ function follow(matchId) {
   if (source) source.close();
   current = matchId;
   state = null;
+  $("board").dataset.loading = "";
   const url = new URL(location.href);
   if (matchId) url.searchParams.set("match", matchId);
   history.replaceState(null, "", url);
@@ -233,7 +255,7 @@ function follow(matchId) {
   source.addEventListener("state", onState);
   source.addEventListener("update", onUpdate);
   source.addEventListener("matches", onMatches);
-  source.onopen = () => setConn("live", matchId ? "Live" : "Waiting for a match…");
+  source.onopen = () => setConn("live", matchId ? "Connected" : "Connected: waiting for a match…");
   source.onerror = () => setConn("reconnecting", "Reconnecting…");
 }
 

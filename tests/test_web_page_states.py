@@ -1,0 +1,134 @@
+"""The match page says only what is true: a neutral state before it has a match, "Connected"
+for the connection, one "Full time", the shoot-out's result, and the stretch of play a
+possession share covers. In a real browser (see test_web_browser.py for the set-up)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from events import Event, MatchState, apply
+from matchcast.web import Hub, WebServer
+from simulator import expand, resolve_matches
+from tests import test_web_browser as _set_up
+from tests.test_web_browser import _wait_live, _wait_text
+
+pytestmark = pytest.mark.browser
+
+# The system Chromium, as test_web_browser.py launches it (skipped where it is missing).
+_browser_available = _set_up._browser_available
+browser = _set_up.browser
+
+SEMI = resolve_matches("semifinal")[0]
+FINAL = resolve_matches("worldcup:2022/final")[0]  # 3-3, Argentina win 4-2 on penalties
+
+
+def _text(page: Any, element_id: str) -> Any:
+    return page.evaluate(f"document.getElementById('{element_id}').innerText")
+
+
+def _feed(hub: Hub, events: list[Event], state: MatchState | None = None) -> MatchState:
+    state = state or MatchState.new(events[0].match_id)
+    for e in events:
+        state = apply(state, e)
+        hub.publish(e, state)
+    return state
+
+
+async def test_before_it_has_a_match_the_page_shows_no_score(browser: Any) -> None:
+    """No big 0-0, no "Not started" while it connects, or while the match has not begun."""
+    from playwright.async_api import expect
+
+    async with WebServer(Hub(), port=0) as server:
+        page = await browser.new_page(viewport={"width": 390, "height": 844})
+
+        async def hold(route: Any) -> None:  # the stream never answers: still connecting
+            pass
+
+        await page.route("**/events*", hold)
+        await page.goto(f"{server.url}?match={SEMI.match_id}")
+        await expect(page.locator("#loading-note")).to_have_text("Connecting…")
+        await expect(page.locator("#score")).to_be_hidden()
+        await expect(page.locator("#status")).to_be_hidden()
+        assert "0" not in await _text(page, "board")
+
+        fresh = await browser.new_page()
+        await fresh.goto(f"{server.url}?match={SEMI.match_id}")
+        await _wait_live(fresh)
+        await expect(fresh.locator("#conn")).to_have_text("Connected")
+        await expect(fresh.locator("#loading-note")).to_have_text("Waiting for the match…")
+        await expect(fresh.locator("#score")).to_be_hidden()
+
+
+async def test_full_time_is_said_once_and_possession_names_its_stretch(
+    browser: Any, tmp_path: Path
+) -> None:
+    from playwright.async_api import expect
+
+    events = [s.event for s in expand(SEMI)]
+    hub = Hub()
+    state = _feed(hub, events[:1])
+    async with WebServer(hub, port=0) as server:
+        page = await browser.new_page(viewport={"width": 390, "height": 844})
+        await page.goto(f"{server.url}?match={SEMI.match_id}")
+        await _wait_text(page, "score", "0-0", timeout_ms=10_000)
+        await expect(page.locator("#clock")).to_be_visible()
+        _feed(hub, events[1:], state)
+        await _wait_text(page, "status", "Full time", timeout_ms=10_000)
+        await expect(page.locator("#clock")).to_be_hidden()
+        assert "FT" not in await _text(page, "board")
+        await expect(page.locator("#poss-span")).to_have_text("55'\u201386'")
+        await expect(page.locator("#conn")).to_have_text("Connected")
+        # The ticker stays newest first on a phone: its possession line once sank to the
+        # bottom, caught by the layout's rule for the possession card.
+        minutes = await page.evaluate(
+            "[...document.querySelectorAll('#ticker li')]"
+            ".sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top)"
+            ".map(li => li.querySelector('.min').textContent)"
+        )
+        assert minutes[:5] == ["90+5'", "90+2'", "86'", "86'", "55'"]
+        await page.screenshot(path=str(tmp_path / "phone-fulltime.png"), full_page=True)
+
+        late = await browser.new_page()
+        await late.goto(f"{server.url}?match={SEMI.match_id}")
+        await _wait_text(late, "score", "2-1", timeout_ms=10_000)
+        # A late joiner has the shares but not their stretch (the state does not carry it).
+        await expect(late.locator("#poss-span")).to_have_text("over a stretch of play")
+
+
+async def test_scorer_names_do_not_wrap_on_a_phone(browser: Any) -> None:
+    """Each scorer's line stays one line at 390 px wide, the minute beside the name."""
+    events = [s.event for s in expand(SEMI)]
+    hub = Hub()
+    _feed(hub, events)
+    async with WebServer(hub, port=0) as server:
+        page = await browser.new_page(viewport={"width": 390, "height": 844})
+        await page.goto(f"{server.url}?match={SEMI.match_id}")
+        await _wait_text(page, "score", "2-1", timeout_ms=10_000)
+        lines = await page.evaluate(
+            "[...document.querySelectorAll('.goal-list li')].map(li => {"
+            " const h = parseFloat(getComputedStyle(li).lineHeight);"
+            " return Math.round(li.getBoundingClientRect().height / h); })"
+        )
+        assert lines == [1, 1, 1]
+        # One list under the other: each line says its team in text, not by colour alone.
+        teams = await page.evaluate(
+            "[...document.querySelectorAll('.goal-list li')]"
+            ".map(li => getComputedStyle(li, '::before').content)"
+        )
+        assert teams == ['"ARG"', '"ARG"', '"ENG"']
+
+
+async def test_a_shootout_shows_its_result(browser: Any) -> None:
+    events = [s.event for s in expand(FINAL)]
+    hub = Hub()
+    _feed(hub, events)
+    async with WebServer(hub, port=0) as server:
+        page = await browser.new_page(viewport={"width": 390, "height": 844})
+        await page.goto(f"{server.url}?match={FINAL.match_id}")
+        await _wait_text(page, "score", "3-3", timeout_ms=10_000)
+        await _wait_text(page, "shootout", "Argentina win 4-2 on penalties")
+        ticker = await _text(page, "ticker")
+        assert "kicker" not in ticker
