@@ -33,6 +33,7 @@ from events import (
     encode_event,
     encode_state,
 )
+from simulator._chaos import ChaosSpec, Emission, Fault, apply_chaos
 from simulator._matchfile import Match
 from simulator._recording import Recording
 from simulator._timeline import Scheduled, expand, state_before
@@ -88,6 +89,8 @@ class ReplayOptions:
         topics: the topic tree.
         event_expiry: MQTT 5 message expiry of events, seconds; None for no expiry.
         max_inflight: messages awaiting acknowledgement at once at ``speed=None``.
+        chaos: faults to inject (see :mod:`simulator._chaos`); None for a clean stream.
+        seed: the seed of the chaos: the same seed makes the same faults.
     """
 
     speed: float | None = 60.0
@@ -97,6 +100,8 @@ class ReplayOptions:
     topics: Topics = field(default_factory=Topics)
     event_expiry: int | None = 3600
     max_inflight: int = 64
+    chaos: ChaosSpec | None = None
+    seed: int = 0
 
 
 @dataclass(slots=True)
@@ -112,6 +117,8 @@ class ReplayReport:
         final_state: the state after the last event.
         reconnects: connections replaced mid-replay (each resumed at the first event the
             broker had not acknowledged).
+        faults: under chaos, every fault injected, in send order.
+        truth: under chaos, the true final state (the one a correct consumer ends with).
     """
 
     match_id: str
@@ -122,6 +129,8 @@ class ReplayReport:
     duration_s: float = 0.0
     final_state: MatchState | None = None
     reconnects: int = 0
+    faults: tuple[Fault, ...] = ()
+    truth: MatchState | None = None
 
 
 def wall_offsets(
@@ -205,6 +214,10 @@ class Replayer:
         state = states[begin - 1] if begin else initial
         base = offsets[begin] if begin < len(events) else 0.0
         state_topic = opts.topics.state(match.match_id)
+        if opts.chaos is not None:
+            chaos = _Chaos(self, log, report)
+            await chaos.run(events[begin:], [o - base for o in offsets[begin:]], state)
+            return report
 
         log.info(
             "replay.started",
@@ -385,6 +398,120 @@ class _Run:
             self.unacked[seq] = left
         else:
             del self.unacked[seq]
+
+
+class _Chaos:
+    """A replay under chaos: sends what :func:`~simulator._chaos.apply_chaos` says, on time.
+
+    Each message goes out at its own due time (at maximum speed only delayed and held ones
+    wait); a lost connection is not resumed: the faulted stream is the test, and a replay
+    interrupted by the broker ends with its error.
+    """
+
+    def __init__(
+        self, replayer: Replayer, log: structlog.typing.FilteringBoundLogger, report: ReplayReport
+    ) -> None:
+        self.replayer = replayer
+        self.log = log
+        self.report = report
+
+    async def run(self, events: list[Event], offsets: list[float], initial: MatchState) -> None:
+        replayer, report = self.replayer, self.report
+        opts = replayer.options
+        assert opts.chaos is not None
+        wall0 = replayer.wall_now()
+        run_id = int(wall0.timestamp() * 1000)
+        stream = apply_chaos(
+            events,
+            offsets,
+            initial.model_copy(update={"run": run_id}),
+            opts.chaos,
+            seed=opts.seed,
+            key=report.match_id,
+            run=run_id,
+        )
+        report.faults = stream.faults
+        report.truth = stream.truth
+        self.log.info(
+            "replay.started",
+            events=len(events),
+            speed=opts.speed or "max",
+            chaos=str(opts.chaos),
+            seed=opts.seed,
+            faults=len(stream.faults),
+            run=run_id,
+        )
+        topics = opts.topics
+        events_topic = topics.events(report.match_id)
+        state_topic = topics.state(report.match_id)
+        pub = replayer.publisher
+        if initial.last_seq > 0:  # a start mid-match: say the score first
+            start_state = initial.model_copy(update={"run": run_id})
+            await pub.publish(
+                state_topic,
+                encode_state(start_state),
+                qos=opts.qos,
+                retain=True,
+                props=_state_props(start_state),
+            )
+        clock = replayer.clock
+        t0 = clock.now()
+        window = replayer.window if opts.speed is None else asyncio.Semaphore(2)
+        sends: set[asyncio.Task[None]] = set()
+        async with asyncio.TaskGroup() as tg:
+            for emission in stream.emissions:
+                deadline = t0 + emission.due
+                if opts.speed is not None or emission.due > 0:
+                    await clock.sleep_until(deadline)
+                topic, payload, props = self._message(emission, events_topic, state_topic, wall0)
+                await window.acquire()
+                send = tg.create_task(self._send(window, topic, payload, emission.retain, props))
+                sends.add(send)
+                send.add_done_callback(sends.discard)
+                if emission.event is not None:
+                    report.published += 1
+                    report.lateness_s.append(clock.now() - deadline if opts.speed else 0.0)
+                    report.first_seq = report.first_seq or emission.event.seq
+                    report.last_seq = emission.event.seq
+        report.duration_s = clock.now() - t0
+        report.final_state = stream.truth
+        self.log.info(
+            "replay.finished",
+            published=report.published,
+            faults=len(stream.faults),
+            duration_s=round(report.duration_s, 3),
+            score=stream.truth.scoreline,
+        )
+
+    def _message(
+        self, emission: Emission, events_topic: str, state_topic: str, wall0: dt.datetime
+    ) -> tuple[str, bytes, MessageProps]:
+        replayer = self.replayer
+        if emission.event is not None:
+            event = emission.event.model_copy(
+                update={
+                    "emitted_at": replayer.wall_now(),
+                    "scheduled_at": wall0 + dt.timedelta(seconds=emission.scheduled),
+                }
+            )
+            return events_topic, encode_event(event), _event_props(replayer.options, event)
+        assert emission.state is not None
+        return state_topic, encode_state(emission.state), _state_props(emission.state)
+
+    async def _send(
+        self,
+        window: asyncio.Semaphore,
+        topic: str,
+        payload: bytes,
+        retain: bool,
+        props: MessageProps,
+    ) -> None:
+        try:
+            await self.replayer.publisher.publish(
+                topic, payload, qos=self.replayer.options.qos, retain=retain, props=props
+            )
+        finally:
+            window.release()
 
 
 def _first(group: BaseExceptionGroup[BrokerError]) -> str:
