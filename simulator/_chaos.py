@@ -447,7 +447,7 @@ def apply_chaos(  # noqa: PLR0915 - one pass per stage, in order; split, it read
             offs,
             rng["correction"],
             spec.correction,
-            f"{run_id}",
+            f"r{r + 1}",
         )
         state = initial.model_copy(update={"run": run_id})
         base = len(items)

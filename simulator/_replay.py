@@ -458,12 +458,22 @@ class _Chaos:
         t0 = clock.now()
         window = replayer.window if opts.speed is None else asyncio.Semaphore(2)
         sends: set[asyncio.Task[None]] = set()
+        # A duplicate is the very payload sent before, as a QoS 1 redelivery is.
+        sent: dict[tuple[int, int], tuple[str, bytes, MessageProps]] = {}
         async with asyncio.TaskGroup() as tg:
             for emission in stream.emissions:
                 deadline = t0 + emission.due
                 if opts.speed is not None or emission.due > 0:
                     await clock.sleep_until(deadline)
-                topic, payload, props = self._message(emission, events_topic, state_topic, wall0)
+                key = (emission.run, emission.seq)
+                if emission.event is not None and key in sent:
+                    topic, payload, props = sent[key]
+                else:
+                    topic, payload, props = self._message(
+                        emission, events_topic, state_topic, wall0
+                    )
+                    if emission.event is not None:
+                        sent[key] = (topic, payload, props)
                 await window.acquire()
                 send = tg.create_task(self._send(window, topic, payload, emission.retain, props))
                 sends.add(send)
