@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import itertools
 import json
 from collections import Counter
 from pathlib import Path
@@ -75,8 +76,8 @@ def _without_wall_clock(
     """The payloads with wall-clock fields taken out and runs made relative to the first."""
     first = next(m["run"] for _, m, _ in messages)
     out = []
-    for kind, body, retain in messages:
-        body = {k: v for k, v in body.items() if k not in WALL_FIELDS}
+    for kind, raw, retain in messages:
+        body = {k: v for k, v in raw.items() if k not in WALL_FIELDS}
         body["run"] -= first
         out.append((kind, body, retain))
     return out
@@ -111,7 +112,7 @@ async def test_a_subscriber_sees_exactly_the_faults_the_log_says(
     for seq in seqs:
         if seq not in firsts:
             firsts.append(seq)
-    descents = sum(b < a for a, b in zip(firsts, firsts[1:], strict=False))
+    descents = sum(b < a for a, b in itertools.pairwise(firsts))
     assert descents == logged["reorder"]
 
 
