@@ -404,7 +404,12 @@ def replay(
         )
     )
     for r in reports:
-        if r.final_state is not None:
+        if r.truth is not None:  # under chaos: what was sent, and the truth
+            typer.echo(
+                f"{r.match_id}: {r.truth.scoreline} ({r.published} events sent, "
+                f"{len(r.faults)} faults, true last seq {r.truth.last_seq})"
+            )
+        elif r.final_state is not None:
             seqs = f"seq {r.first_seq}-{r.last_seq}"
             typer.echo(f"{r.match_id}: {r.final_state.scoreline} ({r.published} events, {seqs})")
     if chaos_log is not None:
