@@ -27,6 +27,7 @@ async def consume(keeper: Keeper, host: str, port: int, root: str, idle: float) 
     async with aiomqtt.Client(host, port) as client:
         await client.subscribe(f"{root}/matches/+/events", qos=1)
         await client.subscribe(f"{root}/matches/+/state", qos=1)
+        print("subscribed", file=sys.stderr, flush=True)  # the replay may start
         messages = aiter(client.messages)
         while True:
             try:

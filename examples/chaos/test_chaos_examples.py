@@ -90,14 +90,13 @@ def test_checking_a_separate_consumer_against_truth_json(tmp_path: Path) -> None
                     "1",
                 ],
                 stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 text=True,
             )
             truth = tmp_path / f"{name}-truth.json"
             matchcast = shutil.which("matchcast") or str(Path(sys.executable).parent / "matchcast")
-            # The consumer subscribes within its first second; replay a moment later.
-            subprocess.run(
-                [sys.executable, "-c", "import time; time.sleep(1.5)"], check=True, timeout=10
-            )
+            assert consumer.stderr is not None
+            assert consumer.stderr.readline().strip() == "subscribed"  # then replay
             subprocess.run(
                 [
                     matchcast,
@@ -114,6 +113,8 @@ def test_checking_a_separate_consumer_against_truth_json(tmp_path: Path) -> None
                     "4",
                     "--truth",
                     str(truth),
+                    "--chaos-log",
+                    str(tmp_path / f"{name}.jsonl"),
                     "--log-format",
                     "json",
                 ],
@@ -124,6 +125,8 @@ def test_checking_a_separate_consumer_against_truth_json(tmp_path: Path) -> None
             out, _ = consumer.communicate(timeout=30)
             expected = {m: s["score"] for m, s in json.loads(truth.read_text())["matches"].items()}
             results[name] = json.loads(out) == expected
+            faults = [json.loads(line) for line in (tmp_path / f"{name}.jsonl").open()]
+            assert {f["fault"] for f in faults} == {"duplicate", "correction"}
     finally:
         broker.stop()
     assert results == {"naive": False, "fixed": True}
