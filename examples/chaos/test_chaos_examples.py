@@ -125,7 +125,8 @@ def test_checking_a_separate_consumer_against_truth_json(tmp_path: Path) -> None
             out, _ = consumer.communicate(timeout=30)
             expected = {m: s["score"] for m, s in json.loads(truth.read_text())["matches"].items()}
             results[name] = json.loads(out) == expected
-            faults = [json.loads(line) for line in (tmp_path / f"{name}.jsonl").open()]
+            log = (tmp_path / f"{name}.jsonl").read_text().splitlines()
+            faults = [json.loads(line) for line in log]
             assert {f["fault"] for f in faults} == {"duplicate", "correction"}
     finally:
         broker.stop()
