@@ -4,13 +4,19 @@ apart; the same seed, the same faults; --verify-state against the truth; reports
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from events import Topics
+from matchcast.chaos import read_truth
+from matchcast.cli import app
 from matchcast.load import (
     LoadOptions,
     LoadRun,
@@ -22,8 +28,11 @@ from matchcast.load import (
     merge_reports,
     run_consumer,
 )
+from matchcast.load._chaos import build_copy_chaos
 from matchcast.load._report import READABLE_FORMATS, REPORT_FORMAT
+from matchcast.logs import configure_logging
 from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.testing import Mosquitto
 from simulator import ChaosSpec, resolve_matches
 from tests.test_load_e2e import Misbehaving
 
@@ -219,3 +228,71 @@ def test_an_old_format_1_report_still_merges(tmp_path: Path) -> None:
     assert (d["expected"], d["received"], d["lost"]) == (2, 2, 0)
     assert d["network"] == {"lost": 0, "duplicates": 0, "reordered": 0}
     assert tmp_path.exists()
+
+
+def test_the_command_writes_the_chaos_log_truth_and_report(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    out, log, truth = tmp_path / "r.json", tmp_path / "f.jsonl", tmp_path / "t.json"
+    result = CliRunner().invoke(
+        app,
+        ["load", "--broker", mosquitto.url, "--matches", "2", "--subscribers", "1",
+         "--qos", "1", "--chaos", "duplicate=0.1,correction=1,restart=40", "--seed", "6",
+         "--chaos-log", str(log), "--truth", str(truth), "--report", str(out),
+         "--root", f"mctest-load-chaos-{tmp_path.name}", "--no-progress"],
+    )  # fmt: skip
+    configure_logging("console", "DEBUG")  # the command configured it onto the runner's stream
+    assert result.exit_code == 0, result.output
+    assert "chaos injected" in result.output
+    report = json.loads(out.read_text())
+    faults = [json.loads(line) for line in log.read_text().splitlines()]
+    assert report["chaos"]["faults_total"] == len(faults)
+    assert report["chaos"]["faults"]["restart"] == 2
+    assert report["delivery"]["network"] == {"lost": 0, "duplicates": 0, "reordered": 0}
+    states = read_truth(truth)
+    assert sorted(states) == sorted(report["expected_last_seq"])
+    assert all(s.score == {"ARG": 2, "ENG": 1} and s.status == "finished" for s in states.values())
+    assert all(states[m].last_seq == n for m, n in report["expected_last_seq"].items())
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--chaos", "reorder=0.1:x"], "expected reorder=P[:WINDOW]"),
+        (["--chaos", "drop=0.1", "--truth", "t.json", "--workers", "2"], "written by one process"),
+    ],
+)
+def test_bad_chaos_options_of_load_are_one_line_and_exit_2(args: list[str], needle: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "matchcast", "load", "--broker", "mqtt://127.0.0.1:1", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert needle in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_copy_s_faults_follow_the_seed_and_its_index_not_its_match_id() -> None:
+    source = resolve_matches("semifinal")[0]
+    a = build_copy_chaos(
+        source, "semi-t1-00003", None, ChaosSpec.parse(SPEC), seed=2, index=3, run=5
+    )
+    b = build_copy_chaos(
+        source, "semi-t2-00003", None, ChaosSpec.parse(SPEC), seed=2, index=3, run=5
+    )
+    c = build_copy_chaos(
+        source, "semi-t1-00004", None, ChaosSpec.parse(SPEC), seed=2, index=4, run=5
+    )
+
+    def view(chaos: Any) -> list[tuple[Any, ...]]:
+        return [(e.kind, e.seq, e.retain, e.due) for e in chaos.emissions]
+
+    assert view(a) == view(b) != view(c)
+    stamp = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    payloads = [a.payload(i, stamp, stamp) for i in range(len(a))]
+    assert [p.replace(b"semi-t1", b"semi-t2") for p in payloads] == [
+        b.payload(i, stamp, stamp) for i in range(len(b))
+    ]
