@@ -199,7 +199,7 @@ async def test_consume_watch_and_web_end_at_the_true_score(
         assert (state.score, state.status) == (truth.score, "finished"), name
         assert [g.goal_id for g in state.goals] == true_goals, name
     assert max(handled.values()) == 1, [k for k, n in handled.items() if n > 1]
-    if spec.split("=")[0] in EVERY_SEQ_ARRIVES_IN_ORDER:
+    if spec.split("=", maxsplit=1)[0] in EVERY_SEQ_ARRIVES_IN_ORDER:
         # Nothing lost or overtaken: every seq of the true (last) run is handled, once.
         last_run = {k for k in handled if k[0] == truth.run}
         assert last_run == {(truth.run, seq) for seq in range(1, truth.last_seq + 1)}
