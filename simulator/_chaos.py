@@ -507,6 +507,9 @@ def apply_chaos(  # noqa: PLR0915 - one pass per stage, in order; split, it read
         moved[i] = moved[j] = True
         order[i], order[j] = order[j], order[i]
         log.append(("reorder", i, items[i].event.run, {"with_seq": items[j].event.seq}))
+    slot_of = [0] * n  # the inverse of order
+    for slot, i in enumerate(order):
+        slot_of[i] = slot
     dup_after: dict[int, list[int]] = {}  # slot -> logical events re-sent after it
     for i in range(n):
         if rng["duplicate"].random() >= spec.duplicate:
@@ -514,7 +517,7 @@ def apply_chaos(  # noqa: PLR0915 - one pass per stage, in order; split, it read
         k = rng["duplicate"].randint(*_DUPLICATE_AFTER)
         if dropped[i]:
             continue
-        slot = min(order.index(i) + k, n - 1)
+        slot = min(slot_of[i] + k, n - 1)
         dup_after.setdefault(slot, []).append(i)
     stale_after: dict[int, int] = {}  # slot -> logical index of the older state
     for i in range(n):
@@ -559,7 +562,7 @@ def apply_chaos(  # noqa: PLR0915 - one pass per stage, in order; split, it read
             )
         for d in dup_after.get(slot, ()):
             copy = items[d]
-            after = slot - order.index(d)
+            after = slot - slot_of[d]
             pending.append(
                 _Pending(
                     Emission("event", copy.event, None, False, item.offset, copy.offset),

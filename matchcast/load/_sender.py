@@ -176,6 +176,7 @@ class Sender:
         self.wall0 = 0.0
         self.chaos = chaos
         self.seed = seed
+        self._prepared: dict[int, CopyChaos] = {}
 
     def stop(self) -> None:
         """Stop sending at the next event."""
@@ -190,18 +191,13 @@ class Sender:
         self.stats.final_scores[match_id] = dict(template.final_score)
         self.stats.templates[match_id] = template
         offsets = self.shape.offsets(template)
-        chaos = None
-        if self.chaos is not None:
+        chaos = self._prepared.pop(index, None)
+        if self.chaos is not None and chaos is None:  # a copy started after the run began
             run = int((self.wall0 + (start - self.mono0)) * 1000)
             chaos = build_copy_chaos(
-                template.source,
-                match_id,
-                offsets,
-                self.chaos,
-                seed=self.seed,
-                index=index,
-                run=run,
+                template.source, match_id, offsets, self.chaos, seed=self.seed, index=index, run=run
             )
+        if chaos is not None:
             self.stats.truth[match_id] = chaos.truth
             self.stats.final_scores[match_id] = dict(chaos.truth.score)
             self.stats.faults.extend(chaos.faults)
@@ -218,6 +214,27 @@ class Sender:
             state_topic=self.topics.state(match_id),
             chaos=chaos,
         )
+
+    def _prepare_chaos(self) -> None:
+        """Fault the first copies before the clock starts: 10 ms a copy (expanding, faulting
+        and folding a match in pydantic) would otherwise show up as sender lateness."""
+        spec, shape = self.chaos, self.shape
+        if spec is None:
+            return
+        base_ms = int(time.time() * 1000)
+        for slot in range(shape.matches):
+            index = self.first_index + slot * self.index_step
+            template = self.templates[index % len(self.templates)]
+            match_id = match_ids(self.id_prefix + template.source.match_id, shape.tag, index)
+            self._prepared[index] = build_copy_chaos(
+                template.source,
+                match_id,
+                shape.offsets(template),
+                spec,
+                seed=self.seed,
+                index=index,
+                run=base_ms + round(shape.start_offset(index) * 1000),
+            )
 
     def _done_cb(self, conn: int) -> Callable[[asyncio.Future[None]], None]:
         def done(fut: asyncio.Future[None]) -> None:
@@ -335,6 +352,7 @@ class Sender:
         """Send until every match finished or ``duration_s`` is up; wait for the broker."""
         shape = self.shape
         stats = self.stats
+        self._prepare_chaos()
         self.mono0 = mono0 = time.monotonic()
         self.wall0 = time.time()
         stats.started = mono0
