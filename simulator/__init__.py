@@ -3,15 +3,8 @@
 Depends on :mod:`events`; never on :mod:`consumers`.
 """
 
-from simulator._chaos import (
-    FAULTS,
-    ChaosSpec,
-    ChaosSpecError,
-    ChaosStream,
-    Emission,
-    Fault,
-    apply_chaos,
-)
+from simulator._chaos import ChaosStream, Emission, Fault, apply_chaos
+from simulator._chaos_spec import FAULTS, ChaosSpec, ChaosSpecError
 from simulator._generate import BASE_RATE, expected_goals, simulate_match
 from simulator._matchfile import (
     CardIncident,

@@ -45,168 +45,18 @@ from events import (
     PeriodEnd,
     apply,
 )
+from simulator._chaos_spec import FAULTS, ChaosSpec
 
 __all__ = [
-    "FAULTS",
-    "ChaosSpec",
-    "ChaosSpecError",
     "ChaosStream",
     "Emission",
     "Fault",
     "apply_chaos",
 ]
 
-#: Every fault kind with the form it takes in a SPEC: one place, for parsing, errors and docs.
-FAULTS: dict[str, str] = {
-    "duplicate": "duplicate=P",
-    "reorder": "reorder=P[:WINDOW]",
-    "drop": "drop=P",
-    "delay": "delay=P:MS",
-    "stale-state": "stale-state=P",
-    "restart": "restart=MINUTE",
-    "correction": "correction=P",
-    "burst": "burst=MINUTE:SECONDS",
-}
-
 _DUPLICATE_AFTER = (1, 10)
 _STALE_BACK = (1, 10)
 _CORRECTION_AFTER = (0, 3)
-
-
-class ChaosSpecError(ValueError):
-    """A SPEC that cannot be read; the message names the fault and the form expected."""
-
-
-def _prob(name: str, text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0.0 <= value <= 1.0:
-        raise ChaosSpecError(
-            f"chaos fault {name!r}: {text!r} is not a probability from 0 to 1; "
-            f"expected {FAULTS[name]}"
-        )
-    return value
-
-
-def _number(name: str, text: str, what: str, *, integer: bool, low: float) -> float:
-    try:
-        value = int(text) if integer else float(text)
-    except ValueError:
-        value = low - 1
-    if value < low:
-        kind = "a whole number" if integer else "a number"
-        raise ChaosSpecError(
-            f"chaos fault {name!r}: {what} {text!r} is not {kind} >= {low:g}; "
-            f"expected {FAULTS[name]}"
-        )
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class ChaosSpec:
-    """Which faults, how often. Parse one with :meth:`parse`; ``str()`` gives it back."""
-
-    duplicate: float = 0.0
-    reorder: float = 0.0
-    reorder_window: int = 3
-    drop: float = 0.0
-    delay: float = 0.0
-    delay_ms: float = 0.0
-    stale_state: float = 0.0
-    restart: int | None = None
-    correction: float = 0.0
-    burst: tuple[int, float] | None = None
-
-    @classmethod
-    def parse(cls, text: str) -> ChaosSpec:
-        """Read ``duplicate=0.05,reorder=0.1:3,...``.
-
-        Raises:
-            ChaosSpecError: an unknown fault, a fault given twice, or a bad value.
-        """
-        values: dict[str, Any] = {}
-        seen: set[str] = set()
-        parts = [p.strip() for p in text.split(",")]
-        if not any(parts):
-            raise ChaosSpecError(
-                f"empty chaos spec; expected faults like {', '.join(FAULTS.values())}"
-            )
-        for part in parts:
-            name, eq, arg = part.partition("=")
-            name = name.strip()
-            if name not in FAULTS:
-                raise ChaosSpecError(
-                    f"unknown chaos fault {name!r} in {part!r}; known: {', '.join(FAULTS.values())}"
-                )
-            if not eq or not arg.strip():
-                raise ChaosSpecError(f"chaos fault {name!r} needs a value; expected {FAULTS[name]}")
-            if name in seen:
-                raise ChaosSpecError(f"chaos fault {name!r} is given twice; expected it once")
-            seen.add(name)
-            head, colon, tail = arg.strip().partition(":")
-            if name in ("duplicate", "drop", "stale-state", "correction") and colon:
-                raise ChaosSpecError(f"chaos fault {name!r}: {arg!r}; expected {FAULTS[name]}")
-            match name:
-                case "duplicate" | "drop" | "correction":
-                    values[name] = _prob(name, head)
-                case "stale-state":
-                    values["stale_state"] = _prob(name, head)
-                case "reorder":
-                    values["reorder"] = _prob(name, head)
-                    if colon:
-                        window = _number(name, tail, "WINDOW", integer=True, low=1)
-                        values["reorder_window"] = int(window)
-                case "delay":
-                    if not colon:
-                        raise ChaosSpecError(
-                            f"chaos fault 'delay' needs MS after the probability; "
-                            f"expected {FAULTS[name]}"
-                        )
-                    values["delay"] = _prob(name, head)
-                    values["delay_ms"] = _number(name, tail, "MS", integer=False, low=0)
-                case "restart":
-                    if colon:
-                        raise ChaosSpecError(
-                            f"chaos fault 'restart': {arg!r}; expected {FAULTS[name]}"
-                        )
-                    values["restart"] = int(_number(name, head, "MINUTE", integer=True, low=1))
-                case "burst":
-                    if not colon:
-                        raise ChaosSpecError(
-                            f"chaos fault 'burst' needs SECONDS after the minute; "
-                            f"expected {FAULTS[name]}"
-                        )
-                    minute = int(_number(name, head, "MINUTE", integer=True, low=1))
-                    seconds = _number(name, tail, "SECONDS", integer=False, low=0)
-                    values["burst"] = (minute, seconds)
-        restart = values.get("restart")
-        if restart is not None and restart > 120:
-            raise ChaosSpecError(f"chaos fault 'restart': minute {restart} is past 120")
-        if "burst" in values and values["burst"][0] > 120:
-            raise ChaosSpecError(f"chaos fault 'burst': minute {values['burst'][0]} is past 120")
-        return cls(**values)
-
-    def __str__(self) -> str:
-        parts = []
-        if self.duplicate:
-            parts.append(f"duplicate={self.duplicate:g}")
-        if self.reorder:
-            parts.append(f"reorder={self.reorder:g}:{self.reorder_window}")
-        if self.drop:
-            parts.append(f"drop={self.drop:g}")
-        if self.delay:
-            parts.append(f"delay={self.delay:g}:{self.delay_ms:g}")
-        if self.stale_state:
-            parts.append(f"stale-state={self.stale_state:g}")
-        if self.restart is not None:
-            parts.append(f"restart={self.restart}")
-        if self.correction:
-            parts.append(f"correction={self.correction:g}")
-        if self.burst is not None:
-            parts.append(f"burst={self.burst[0]}:{self.burst[1]:g}")
-        return ",".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,7 +245,33 @@ def _corrected(
     return out, fixes
 
 
-def apply_chaos(  # noqa: PLR0915 - one pass per stage, in order; split, it reads worse
+#: A fault noted on the true stream: (kind, index of the event in it, run, detail).
+_Note = tuple[str, int, int, dict[str, Any]]
+
+
+@dataclass(slots=True)
+class _TrueStream:
+    """The stream as it really happened: one or two runs, corrections in, renumbered."""
+
+    items: list[_Item]
+    run_starts: list[tuple[int, MatchState]]  # (index of the run's first event, state before)
+    runs: tuple[int, ...]
+    notes: list[_Note]
+
+
+@dataclass(slots=True)
+class _Decisions:
+    """The send-side faults decided for each event of the true stream."""
+
+    dropped: list[bool]
+    order: list[int]  # order[slot]: the event sent in that slot
+    slot_of: list[int]  # the inverse of order
+    dup_after: dict[int, list[int]]  # slot -> events sent again after it
+    stale_after: dict[int, int]  # slot -> event whose (older) state is sent again after it
+    delayed: list[bool]
+
+
+def apply_chaos(
     events: Sequence[Event],
     offsets: Sequence[float],
     initial: MatchState,
@@ -419,225 +295,203 @@ def apply_chaos(  # noqa: PLR0915 - one pass per stage, in order; split, it read
     if len(events) != len(offsets):
         raise ValueError(f"{len(events)} events but {len(offsets)} offsets")
     rng = _rngs(seed, key)
-    match_id = initial.match_id
     origin = offsets[0] if offsets else 0.0
     rel = [o - origin for o in offsets]
-    log: list[tuple[str, int, int, dict[str, Any]]] = []  # (fault, logical index, run, detail)
+    true = _true_stream(list(events), rel, initial, spec, rng["correction"], run)
+    decisions = _decide(true, spec, rng)
+    pending = _messages(true, decisions, spec)
+    burst = _burst(pending, spec)
+    emissions, faults = _place(true, pending, burst, initial.match_id)
+    truth = true.items[-1].state if true.items else initial.model_copy(update={"run": run})
+    return ChaosStream(emissions=emissions, faults=faults, truth=truth, runs=true.runs)
 
-    # 1. The true stream: restart (a second run), corrections, renumbered and folded.
-    segments: list[tuple[int, list[Event], list[float]]] = [(run, list(events), rel)]
-    restart_note: tuple[int, int] | None = None
+
+def _true_stream(
+    events: list[Event],
+    rel: list[float],
+    initial: MatchState,
+    spec: ChaosSpec,
+    rng: random.Random,
+    run: int,
+) -> _TrueStream:
+    """Restart (a second run from the first event), corrections; renumbered and folded."""
+    segments: list[tuple[int, list[Event], list[float]]] = [(run, events, rel)]
     if spec.restart is not None and events:
         at = MatchClock.at(min(spec.restart, 120)).sort_key
         cut = next((i for i, e in enumerate(events) if e.clock.sort_key >= at), None)
         if cut:  # not before the first event, and reached at all
-            t_cut = rel[cut]
-            new_run = run + max(1, round(t_cut * 1000))
+            new_run = run + max(1, round(rel[cut] * 1000))
             segments = [
-                (run, list(events[:cut]), rel[:cut]),
-                (new_run, list(events), [t_cut + o for o in rel]),
+                (run, events[:cut], rel[:cut]),
+                (new_run, events, [rel[cut] + o for o in rel]),
             ]
-            restart_note = (cut, new_run)
-    items: list[_Item] = []
-    run_starts: list[tuple[int, MatchState]] = []  # (logical index, state before the run)
+    true = _TrueStream([], [], tuple(r for r, _, _ in segments), [])
     for r, (run_id, evs, offs) in enumerate(segments):
         first_seq = evs[0].seq if evs else initial.last_seq + 1
         fixed, fixes = _corrected(
             [e.model_copy(update={"run": run_id}) for e in evs],
             offs,
-            rng["correction"],
+            rng,
             spec.correction,
             f"r{r + 1}",
         )
         state = initial.model_copy(update={"run": run_id})
-        base = len(items)
-        run_starts.append((base, state))
+        base = len(true.items)
+        true.run_starts.append((base, state))
         for n, (unnumbered, offset) in enumerate(fixed):
             event = unnumbered.model_copy(update={"seq": first_seq + n})
             state = apply(state, event)
-            items.append(_Item(event, state, offset, r))
+            true.items.append(_Item(event, state, offset, r))
         for fake, retracted, goal_id in fixes:
-            log.append(
-                (
-                    "correction",
-                    base + fake,
-                    run_id,
-                    {"goal_id": goal_id, "disallowed_seq": first_seq + retracted},
-                )
-            )
-    if restart_note is not None:
-        cut, new_run = restart_note
-        start_b = run_starts[1][0]
-        log.append(
-            (
-                "restart",
-                start_b,
-                new_run,
-                {
-                    "minute": spec.restart,
-                    "previous_run": run,
-                    "previous_last_seq": items[start_b - 1].event.seq if start_b else 0,
-                },
-            )
-        )
-    truth = items[-1].state if items else initial.model_copy(update={"run": run})
+            detail = {"goal_id": goal_id, "disallowed_seq": first_seq + retracted}
+            true.notes.append(("correction", base + fake, run_id, detail))
+    if len(segments) == 2:
+        start = true.run_starts[1][0]
+        detail = {
+            "minute": spec.restart,
+            "previous_run": run,
+            "previous_last_seq": true.items[start - 1].event.seq if start else 0,
+        }
+        true.notes.append(("restart", start, segments[1][0], detail))
+    return true
 
-    # 2. Send-side decisions, one draw per event and fault, on the true stream.
+
+def _decide(true: _TrueStream, spec: ChaosSpec, rng: dict[str, random.Random]) -> _Decisions:
+    """One draw per event and fault (more only where a fault fires), on the true stream."""
+    items, notes = true.items, true.notes
     n = len(items)
-    dropped = [False] * n
-    for i in range(n):
-        if rng["drop"].random() < spec.drop:
-            dropped[i] = True
-            log.append(("drop", i, items[i].event.run, {}))
-    order = list(range(n))  # order[slot] = logical event sent in that slot
+    dropped = [rng["drop"].random() < spec.drop for _ in range(n)]
+    notes.extend(("drop", i, items[i].event.run, {}) for i in range(n) if dropped[i])
+    order = list(range(n))
     moved = [False] * n
     for i in range(n):
         if rng["reorder"].random() >= spec.reorder:
             continue
         j = i + rng["reorder"].randint(1, spec.reorder_window)
-        if (
-            j >= n
-            or moved[i]
-            or moved[j]
-            or dropped[i]
-            or dropped[j]
-            or items[j].run_index != items[i].run_index
-        ):
+        if j >= n or moved[i] or moved[j] or dropped[i] or dropped[j]:
+            continue
+        if items[j].run_index != items[i].run_index:
             continue
         moved[i] = moved[j] = True
         order[i], order[j] = order[j], order[i]
-        log.append(("reorder", i, items[i].event.run, {"with_seq": items[j].event.seq}))
-    slot_of = [0] * n  # the inverse of order
+        notes.append(("reorder", i, items[i].event.run, {"with_seq": items[j].event.seq}))
+    slot_of = [0] * n
     for slot, i in enumerate(order):
         slot_of[i] = slot
-    dup_after: dict[int, list[int]] = {}  # slot -> logical events re-sent after it
+    dup_after: dict[int, list[int]] = {}
     for i in range(n):
         if rng["duplicate"].random() >= spec.duplicate:
             continue
         k = rng["duplicate"].randint(*_DUPLICATE_AFTER)
-        if dropped[i]:
-            continue
-        slot = min(slot_of[i] + k, n - 1)
-        dup_after.setdefault(slot, []).append(i)
-    stale_after: dict[int, int] = {}  # slot -> logical index of the older state
+        if not dropped[i]:
+            dup_after.setdefault(min(slot_of[i] + k, n - 1), []).append(i)
+    stale_after: dict[int, int] = {}
     for i in range(n):
         if rng["stale-state"].random() >= spec.stale_state:
             continue
         k = rng["stale-state"].randint(*_STALE_BACK)
-        start = run_starts[items[i].run_index][0]
-        if i - start < 1:
-            continue
-        stale_after[i] = max(start, i - k)
-    delayed = [False] * n
-    for i in range(n):
-        if rng["delay"].random() < spec.delay and not dropped[i]:
-            delayed[i] = True
+        start = true.run_starts[items[i].run_index][0]
+        if i - start >= 1:
+            stale_after[i] = max(start, i - k)
+    delayed = [rng["delay"].random() < spec.delay and not dropped[i] for i in range(n)]
+    return _Decisions(dropped, order, slot_of, dup_after, stale_after, delayed)
 
-    # 3. The messages in slot order, each fault noted on the message it concerns.
+
+def _messages(true: _TrueStream, d: _Decisions, spec: ChaosSpec) -> list[_Pending]:
+    """The messages in slot order, each send-side fault noted on the message it concerns.
+
+    Per slot: the new run's snapshot (after a restart), the event of the slot (swapped by a
+    reorder, absent if dropped, re-timed if delayed), the state after the slot's event
+    (states stay in order), a stale state, then the duplicates due after this slot.
+    """
+    items = true.items
     pending: list[_Pending] = []
-    starts = dict(run_starts[1:])
-    for slot in range(n):
-        item = items[slot]
-        if slot in starts:  # a restart: the new run's snapshot before its first event
-            st = starts[slot]
-            pending.append(_Pending(Emission("state", None, st, True, item.offset, item.offset)))
-        i = order[slot]
-        sent = items[i]
-        if not dropped[i]:
-            p = _Pending(Emission("event", sent.event, None, False, item.offset, sent.offset))
-            pending.append(p)
-            if delayed[i]:
-                p.emission = replace(p.emission, due=item.offset + spec.delay_ms / 1000)
+    starts = dict(true.run_starts[1:])
+    for slot, item in enumerate(items):
+        at = item.offset
+        if slot in starts:
+            pending.append(_Pending(Emission("state", None, starts[slot], True, at, at)))
+        i = d.order[slot]
+        if not d.dropped[i]:
+            p = _Pending(Emission("event", items[i].event, None, False, at, items[i].offset))
+            if d.delayed[i]:
+                p.emission = replace(p.emission, due=at + spec.delay_ms / 1000)
                 p.faults.append(("delay", i, {"ms": spec.delay_ms}))
-        pending.append(
-            _Pending(Emission("state", None, item.state, True, item.offset, item.offset))
-        )
-        if slot in stale_after:
-            old = items[stale_after[slot]].state
-            pending.append(
-                _Pending(
-                    Emission("state", None, old, False, item.offset, item.offset),
-                    [("stale-state", slot, {"state_seq": old.last_seq})],
-                )
-            )
-        for d in dup_after.get(slot, ()):
-            copy = items[d]
-            after = slot - slot_of[d]
-            pending.append(
-                _Pending(
-                    Emission("event", copy.event, None, False, item.offset, copy.offset),
-                    [("duplicate", d, {"after": after})],
-                )
-            )
+            pending.append(p)
+        pending.append(_Pending(Emission("state", None, item.state, True, at, at)))
+        if slot in d.stale_after:
+            old = items[d.stale_after[slot]].state
+            stale = Emission("state", None, old, False, at, at)
+            pending.append(_Pending(stale, [("stale-state", slot, {"state_seq": old.last_seq})]))
+        for dup in d.dup_after.get(slot, ()):
+            again = Emission("event", items[dup].event, None, False, at, items[dup].offset)
+            after = {"after": slot - d.slot_of[dup]}
+            pending.append(_Pending(again, [("duplicate", dup, after)]))
+    return pending
 
-    # 4. A burst holds what falls due in its window, then lets it all go at once.
-    burst_note: tuple[int, dict[str, Any]] | None = None
-    if spec.burst is not None:
-        minute, seconds = spec.burst
-        at = MatchClock.at(minute).sort_key
-        first = next((k for k, p in enumerate(pending) if _clock_key(p.emission) >= at), None)
-        if first is not None:
-            t0 = pending[first].emission.due
-            release = t0 + seconds
-            held = 0
-            for p in pending[first:]:
-                if p.emission.due < release:
-                    p.emission = replace(p.emission, due=release)
-                    held += p.emission.kind == "event"
-            burst_note = (first, {"minute": minute, "seconds": seconds, "held_events": held})
 
-    # 5. Send in due order (stable), and place each fault on its message.
+def _burst(pending: list[_Pending], spec: ChaosSpec) -> tuple[int, dict[str, Any]] | None:
+    """Hold what falls due in the burst's window, then let it all go at once."""
+    if spec.burst is None:
+        return None
+    minute, seconds = spec.burst
+    at = MatchClock.at(minute).sort_key
+    first = next((k for k, p in enumerate(pending) if _clock_key(p.emission) >= at), None)
+    if first is None:
+        return None
+    release = pending[first].emission.due + seconds
+    held = 0
+    for p in pending[first:]:
+        if p.emission.due < release:
+            p.emission = replace(p.emission, due=release)
+            held += p.emission.kind == "event"
+    return first, {"minute": minute, "seconds": seconds, "held_events": held}
+
+
+def _place(
+    true: _TrueStream,
+    pending: list[_Pending],
+    burst: tuple[int, dict[str, Any]] | None,
+    match_id: str,
+) -> tuple[tuple[Emission, ...], tuple[Fault, ...]]:
+    """Send in due order (a stable sort), and place each fault on its message."""
+    items = true.items
     ranked = sorted(range(len(pending)), key=lambda k: pending[k].emission.due)
     position = {k: pos for pos, k in enumerate(ranked)}
     emissions = tuple(pending[k].emission for k in ranked)
-    faults: list[Fault] = []
     first_event_pos: dict[tuple[int, int], int] = {}
+    state_pos: dict[int, int] = {}  # id of a true state -> where it went out, retained
     for pos, e in enumerate(emissions):
         if e.event is not None:
             first_event_pos.setdefault((e.event.run, e.event.seq), pos)
+        elif e.retain:
+            state_pos.setdefault(id(e.state), pos)
+    faults: list[Fault] = []
 
-    def record(fault: str, i: int, run_id: int, detail: dict[str, Any], pos: int | None) -> None:
+    def record(fault: str, i: int, run_id: int, detail: dict[str, Any], pos: int) -> None:
         event = items[i].event
-        if pos is None:
-            pos = first_event_pos.get((event.run, event.seq))
-        if pos is None:  # a dropped event: where its state went out
-            pos = next(k for k, e in enumerate(emissions) if e.state is items[i].state and e.retain)
         faults.append(
-            Fault(
-                fault=fault,
-                match_id=match_id,
-                run=run_id,
-                seq=event.seq,
-                index=pos,
-                at_s=emissions[pos].due,
-                clock=event.clock.label,
-                detail=detail,
-            )
-        )
+            Fault(fault, match_id, run_id, event.seq, pos, emissions[pos].due, event.clock.label,
+                  detail)
+        )  # fmt: skip
 
-    for fault, i, run_id, detail in log:
-        if fault == "restart":
+    for fault, i, run_id, detail in true.notes:
+        if fault == "restart":  # where the new run's snapshot went out
             pos = next(k for k, e in enumerate(emissions) if e.run == run_id)
-            record(fault, i, run_id, detail, pos)
-        else:
-            record(fault, i, run_id, detail, None)
+        else:  # where the event went out; if it was dropped, where its state did
+            got = first_event_pos.get((items[i].event.run, items[i].event.seq))
+            pos = got if got is not None else state_pos[id(items[i].state)]
+        record(fault, i, run_id, detail, pos)
     for k, p in enumerate(pending):
         for fault, i, detail in p.faults:
             record(fault, i, items[i].event.run, detail, position[k])
-    if burst_note is not None:
-        k, detail = burst_note
+    if burst is not None:
+        k, detail = burst
         e = pending[k].emission
-        i = next(
-            n_ for n_, it in enumerate(items) if it.event.seq == e.seq and it.event.run == e.run
-        )
+        i = next(n for n, it in enumerate(items) if (it.event.run, it.event.seq) == (e.run, e.seq))
         record("burst", i, e.run, detail, position[k])
     faults.sort(key=lambda f: (f.index, list(FAULTS).index(f.fault)))
-    return ChaosStream(
-        emissions=emissions,
-        faults=tuple(faults),
-        truth=truth,
-        runs=tuple(run_id for run_id, _, _ in segments),
-    )
+    return emissions, tuple(faults)
 
 
 def _clock_key(emission: Emission) -> tuple[int, int, int]:

@@ -33,7 +33,8 @@ from events import (
     encode_event,
     encode_state,
 )
-from simulator._chaos import ChaosSpec, Emission, Fault, apply_chaos
+from simulator._chaos import Emission, Fault, apply_chaos
+from simulator._chaos_spec import ChaosSpec
 from simulator._matchfile import Match
 from simulator._recording import Recording
 from simulator._timeline import Scheduled, expand, state_before
