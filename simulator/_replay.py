@@ -405,8 +405,8 @@ class _Chaos:
     """A replay under chaos: sends what :func:`~simulator._chaos.apply_chaos` says, on time.
 
     Each message goes out at its own due time (at maximum speed only delayed and held ones
-    wait); a lost connection is not resumed: the faulted stream is the test, and a replay
-    interrupted by the broker ends with its error.
+    wait). After a lost connection, as a clean replay does, it reconnects, republishes the
+    retained state and resumes at the first message the broker had not acknowledged.
     """
 
     def __init__(
@@ -415,6 +415,10 @@ class _Chaos:
         self.replayer = replayer
         self.log = log
         self.report = report
+        self.unacked: set[int] = set()  # indices of messages awaiting acknowledgement
+        self.next_index = 0
+        # A duplicate is the very payload sent before, as a QoS 1 redelivery is.
+        self.sent: dict[tuple[int, int], tuple[str, bytes, MessageProps]] = {}
 
     async def run(self, events: list[Event], offsets: list[float], initial: MatchState) -> None:
         replayer, report = self.replayer, self.report
@@ -422,14 +426,9 @@ class _Chaos:
         assert opts.chaos is not None
         wall0 = replayer.wall_now()
         run_id = int(wall0.timestamp() * 1000)
+        start = initial.model_copy(update={"run": run_id})
         stream = apply_chaos(
-            events,
-            offsets,
-            initial.model_copy(update={"run": run_id}),
-            opts.chaos,
-            seed=opts.seed,
-            key=report.match_id,
-            run=run_id,
+            events, offsets, start, opts.chaos, seed=opts.seed, key=report.match_id, run=run_id
         )
         report.faults = stream.faults
         report.truth = stream.truth
@@ -442,41 +441,79 @@ class _Chaos:
             faults=len(stream.faults),
             run=run_id,
         )
-        topics = opts.topics
-        events_topic = topics.events(report.match_id)
-        state_topic = topics.state(report.match_id)
-        pub = replayer.publisher
         if initial.last_seq > 0:  # a start mid-match: say the score first
-            start_state = initial.model_copy(update={"run": run_id})
-            await pub.publish(
-                state_topic,
-                encode_state(start_state),
-                qos=opts.qos,
-                retain=True,
-                props=_state_props(start_state),
-            )
+            await self._publish_state(start)
         clock = replayer.clock
         t0 = clock.now()
+        index = 0
+        pub = replayer.publisher
+        while True:
+            try:
+                await self._send_from(index, stream.emissions, t0, wall0)
+                break
+            except ExceptionGroup as group:
+                lost, rest = group.split(BrokerError)
+                if rest is not None or lost is None or not isinstance(pub, Reconnectable):
+                    raise
+                reason = _first(lost)
+            self.log.warning("replay.connection_lost", reason=reason, last_seq=report.last_seq)
+            await pub.reconnect()
+            report.reconnects += 1
+            index = min(self.unacked) if self.unacked else self.next_index
+            retained = [e.state for e in stream.emissions[:index] if e.retain and e.state]
+            await self._publish_state(retained[-1] if retained else start)
+            self.log.info("replay.resumed", from_message=index)
+        report.duration_s = clock.now() - t0
+        report.final_state = stream.truth
+        self.log.info(
+            "replay.finished",
+            published=report.published,
+            faults=len(stream.faults),
+            reconnects=report.reconnects,
+            duration_s=round(report.duration_s, 3),
+            score=stream.truth.scoreline,
+        )
+
+    async def _publish_state(self, state: MatchState) -> None:
+        opts = self.replayer.options
+        await self.replayer.publisher.publish(
+            opts.topics.state(state.match_id),
+            encode_state(state),
+            qos=opts.qos,
+            retain=True,
+            props=_state_props(state),
+        )
+
+    async def _send_from(
+        self, index: int, emissions: tuple[Emission, ...], t0: float, wall0: dt.datetime
+    ) -> None:
+        replayer, report = self.replayer, self.report
+        opts, clock, pub = replayer.options, replayer.clock, replayer.publisher
+        events_topic = opts.topics.events(report.match_id)
+        state_topic = opts.topics.state(report.match_id)
         window = replayer.window if opts.speed is None else asyncio.Semaphore(2)
         sends: set[asyncio.Task[None]] = set()
-        # A duplicate is the very payload sent before, as a QoS 1 redelivery is.
-        sent: dict[tuple[int, int], tuple[str, bytes, MessageProps]] = {}
+        self.unacked.clear()
         async with asyncio.TaskGroup() as tg:
-            for emission in stream.emissions:
+            watcher = tg.create_task(pub.wait_lost()) if isinstance(pub, Reconnectable) else None
+            for i in range(index, len(emissions)):
+                emission = emissions[i]
                 deadline = t0 + emission.due
                 if opts.speed is not None or emission.due > 0:
                     await clock.sleep_until(deadline)
                 key = (emission.run, emission.seq)
-                if emission.event is not None and key in sent:
-                    topic, payload, props = sent[key]
+                if emission.event is not None and key in self.sent:
+                    topic, payload, props = self.sent[key]
                 else:
                     topic, payload, props = self._message(
                         emission, events_topic, state_topic, wall0
                     )
                     if emission.event is not None:
-                        sent[key] = (topic, payload, props)
+                        self.sent[key] = (topic, payload, props)
                 await window.acquire()
-                send = tg.create_task(self._send(window, topic, payload, emission.retain, props))
+                self.unacked.add(i)
+                self.next_index = i + 1
+                send = tg.create_task(self._send(window, i, topic, payload, emission.retain, props))
                 sends.add(send)
                 send.add_done_callback(sends.discard)
                 if emission.event is not None:
@@ -484,15 +521,10 @@ class _Chaos:
                     report.lateness_s.append(clock.now() - deadline if opts.speed else 0.0)
                     report.first_seq = report.first_seq or emission.event.seq
                     report.last_seq = emission.event.seq
-        report.duration_s = clock.now() - t0
-        report.final_state = stream.truth
-        self.log.info(
-            "replay.finished",
-            published=report.published,
-            faults=len(stream.faults),
-            duration_s=round(report.duration_s, 3),
-            score=stream.truth.scoreline,
-        )
+            if sends:
+                await asyncio.wait(sends)
+            if watcher is not None:
+                watcher.cancel()
 
     def _message(
         self, emission: Emission, events_topic: str, state_topic: str, wall0: dt.datetime
@@ -512,6 +544,7 @@ class _Chaos:
     async def _send(
         self,
         window: asyncio.Semaphore,
+        index: int,
         topic: str,
         payload: bytes,
         retain: bool,
@@ -523,6 +556,7 @@ class _Chaos:
             )
         finally:
             window.release()
+        self.unacked.discard(index)
 
 
 def _first(group: BaseExceptionGroup[BrokerError]) -> str:
