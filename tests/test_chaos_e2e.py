@@ -6,6 +6,8 @@ import asyncio
 import io
 import itertools
 import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -247,3 +249,25 @@ async def test_a_chaos_replay_resumes_after_a_dropped_connection(
     assert report.reconnects >= 1
     assert report.truth is not None
     assert set(received) == set(range(received[0], report.truth.last_seq + 1))
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("dup=0.1", "unknown chaos fault 'dup'"),
+        ("burst=60", "expected burst=MINUTE:SECONDS"),
+        ("delay=2:100", "expected delay=P:MS"),
+    ],
+)
+def test_replay_refuses_a_bad_spec_in_one_line_with_exit_2(spec: str, needle: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "matchcast", "replay", "--broker", "mqtt://127.0.0.1:1",
+         "--chaos", spec],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert needle in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
