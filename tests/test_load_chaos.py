@@ -296,3 +296,26 @@ def test_a_copy_s_faults_follow_the_seed_and_its_index_not_its_match_id() -> Non
     assert [p.replace(b"semi-t1", b"semi-t2") for p in payloads] == [
         b.payload(i, stamp, stamp) for i in range(len(b))
     ]
+
+
+@pytest.mark.parametrize("speed", [None, 3000.0], ids=["max", "3000x"])
+async def test_every_fault_kind_at_once_at_max_speed_and_on_a_schedule(
+    mosquitto_url: BrokerURL, topics: Topics, speed: float | None
+) -> None:
+    """Delays and bursts wait on the schedule even at max speed; every copy completes, every
+    fault kind is injected, and the broker adds none of its own."""
+    every = (
+        "duplicate=0.1,reorder=0.1,drop=0.05,delay=0.05:100,stale-state=0.05,restart=30,"
+        "correction=1,burst=60:0.3"
+    )
+    shape = LoadShape(matches=2, qos=1, speed=speed, states=True, tag="all")
+    options = LoadOptions(shape=shape, topics=topics, subscribers=1, drain_idle_s=1,
+                          chaos=ChaosSpec.parse(every), seed=1)  # fmt: skip
+    run = LoadRun(options, [TEMPLATE], _factory(mosquitto_url))
+    await run.run()
+    report = build_report(run, {"chaos": every, "seed": 1})
+    assert set(report["chaos"]["faults"]) == {
+        "burst", "correction", "delay", "drop", "duplicate", "reorder", "restart", "stale-state"
+    }  # fmt: skip
+    assert report["sender"]["matches_completed"] == 2
+    assert report["delivery"]["network"] == {"lost": 0, "duplicates": 0, "reordered": 0}
