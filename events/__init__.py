@@ -19,6 +19,7 @@ from events._errors import (
     DecodeError,
     MatchcastError,
     MatchFileError,
+    UnknownEventTypeError,
     UnsupportedVersionError,
 )
 from events._models import (
@@ -36,6 +37,7 @@ from events._models import (
     MatchId,
     PeriodEnd,
     Possession,
+    RunId,
     Score,
     ShootoutKick,
     Substitution,
@@ -98,6 +100,7 @@ __all__ = [
     "Possession",
     "Publisher",
     "Reconnectable",
+    "RunId",
     "Score",
     "SequenceCheck",
     "ShootoutKick",
@@ -106,6 +109,7 @@ __all__ = [
     "TeamRef",
     "TopicKind",
     "Topics",
+    "UnknownEventTypeError",
     "UnsupportedVersionError",
     "apply",
     "check_sequence",

@@ -1,19 +1,27 @@
 """Events and states to bytes and back.
 
-The wire format is UTF-8 JSON, one message per MQTT payload. Decoding checks the schema
-version first, so a payload from a newer major version gets an error that says so rather than
-a wall of validation errors.
+The wire format is UTF-8 JSON, one message per MQTT payload. Every payload crosses one
+boundary here before anything recurses or allocates on it: its size is checked first, then it
+is parsed by pydantic-core's JSON parser, which refuses nesting past a fixed depth instead of
+recursing (the standard library's ``json`` recurses, and a 2 KB ``[[[[...]]]]`` ended a
+consumer with ``RecursionError``). Every failure is a :class:`~events.DecodeError`.
+
+The version rule (docs/wire-format.md, "Versioning"): a reader of ``1.x`` reads every ``1.y``.
+A payload of an older or the same minor is validated strictly. One of a newer minor is read
+with the fields this build does not know ignored, and an event type it does not know raises
+:class:`~events.UnknownEventTypeError` (a consumer skips it, and counts it, rather than
+reject it). Another major raises :class:`~events.UnsupportedVersionError`.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
+from pydantic_core import from_json
 
-from events._errors import DecodeError, UnsupportedVersionError
-from events._models import SCHEMA_VERSION, Event, EventAdapter
+from events._errors import DecodeError, UnknownEventTypeError, UnsupportedVersionError
+from events._models import SCHEMA_VERSION, BaseEvent, Event, EventAdapter
 from events._state import MatchState
 
 __all__ = [
@@ -32,6 +40,17 @@ MAX_PAYLOAD_BYTES = 256 * 1024
 
 _MAJOR, _MINOR = (int(p) for p in SCHEMA_VERSION.split("."))
 
+#: The ``type`` of every event this build knows (derived from the union).
+_KNOWN_TYPES = frozenset(cls.model_fields["type"].default for cls in get_args(get_args(Event)[0]))
+
+
+def _readable_versions(major: int, minor: int) -> frozenset[str]:
+    """The versions read strictly on the fast path: this major, this minor and older ones."""
+    return frozenset(f"{major}.{m}" for m in range(minor + 1))
+
+
+_STRICT_VERSIONS = _readable_versions(_MAJOR, _MINOR)
+
 
 def encode_event(event: Event) -> bytes:
     """The wire bytes of ``event``."""
@@ -46,13 +65,15 @@ def encode_state(state: MatchState) -> bytes:
 def format_validation_error(err: ValidationError) -> str:
     """One readable line per problem: ``field.path: what was expected``."""
     parts = []
-    for e in err.errors(include_url=False):
+    for e in err.errors(include_url=False, include_input=False):
         loc = ".".join(str(p) for p in e["loc"]) or "(root)"
         parts.append(f"{loc}: {e['msg']}")
     return "; ".join(parts)
 
 
-def _check_version(data: Any, topic: str, payload: bytes) -> None:
+def _check_version(data: Any, topic: str, payload: bytes) -> bool:
+    """Raise unless ``data`` is an object of a version this build reads; True if it is of a
+    newer minor (read leniently)."""
     if not isinstance(data, dict):
         raise DecodeError(
             f"expected a JSON object, got {type(data).__name__}", topic=topic, payload=payload
@@ -68,13 +89,15 @@ def _check_version(data: Any, topic: str, payload: bytes) -> None:
         raise DecodeError(
             f"schema_version {version!r} is not MAJOR.MINOR", topic=topic, payload=payload
         ) from None
-    if major != _MAJOR or minor > _MINOR:
+    if major != _MAJOR:
         raise UnsupportedVersionError(
-            version, f"{_MAJOR}.0-{SCHEMA_VERSION}", topic=topic, payload=payload
+            version, f"{_MAJOR}.x (any minor)", topic=topic, payload=payload
         )
+    return minor > _MINOR
 
 
-def _load(payload: bytes, topic: str) -> Any:
+def _load(payload: bytes, topic: str) -> tuple[Any, bool]:
+    """The parsed payload, and whether it is of a newer minor."""
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise DecodeError(
             f"payload of {len(payload)} bytes exceeds the {MAX_PAYLOAD_BYTES}-byte limit",
@@ -82,15 +105,10 @@ def _load(payload: bytes, topic: str) -> Any:
             payload=payload,
         )
     try:
-        data = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        data = from_json(payload, allow_inf_nan=False)
+    except ValueError as err:  # bad UTF-8, bad JSON, or nested too deep: never recursion
         raise DecodeError(f"not JSON: {err}", topic=topic, payload=payload) from None
-    _check_version(data, topic, payload)
-    return data
-
-
-def _fast_version_ok(version: str) -> bool:
-    return version == SCHEMA_VERSION
+    return data, _check_version(data, topic, payload)
 
 
 def decode_event(payload: bytes, *, topic: str = "") -> Event:
@@ -99,7 +117,8 @@ def decode_event(payload: bytes, *, topic: str = "") -> Event:
     Raises:
         DecodeError: the bytes are not JSON, not an event, or fail validation; the message
             names the topic and the field at fault.
-        UnsupportedVersionError: the payload is from a schema version this build cannot read.
+        UnsupportedVersionError: the payload is from another major version.
+        UnknownEventTypeError: a newer minor's event of a type this build does not know.
     """
     if len(payload) <= MAX_PAYLOAD_BYTES:
         # Fast path: one pass in pydantic-core; diagnose slowly only when it fails.
@@ -108,19 +127,44 @@ def decode_event(payload: bytes, *, topic: str = "") -> Event:
         except ValidationError:
             pass
         else:
-            if _fast_version_ok(event.schema_version):
+            if event.schema_version in _STRICT_VERSIONS:
                 return event
-    data = _load(payload, topic)
+    data, newer = _load(payload, topic)
     try:
-        return EventAdapter.validate_python(data)
+        if not newer:
+            return EventAdapter.validate_python(data)
+        if data.get("type") in _KNOWN_TYPES:
+            return EventAdapter.validate_python(data, extra="ignore")
     except ValidationError as err:
         raise DecodeError(format_validation_error(err), topic=topic, payload=payload) from None
+    return _unknown_type(data, topic, payload)
+
+
+def _unknown_type(data: dict[str, Any], topic: str, payload: bytes) -> Event:
+    """Raise what a newer minor's event of an unknown type means: skip it, or reject it."""
+    kind = data.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise DecodeError("type: a newer minor's event needs a type", topic=topic, payload=payload)
+    try:
+        envelope = BaseEvent.model_validate(data, extra="ignore")
+    except ValidationError as err:
+        raise DecodeError(format_validation_error(err), topic=topic, payload=payload) from None
+    raise UnknownEventTypeError(
+        kind,
+        data["schema_version"],
+        match_id=envelope.match_id,
+        seq=envelope.seq,
+        run=envelope.run,
+        topic=topic,
+        payload=payload,
+    )
 
 
 def decode_state(payload: bytes, *, topic: str = "") -> MatchState:
-    """The state snapshot in ``payload``; raises like :func:`decode_event`."""
-    data = _load(payload, topic)
+    """The state snapshot in ``payload``; raises like :func:`decode_event` (a snapshot of a
+    newer minor is read with the fields this build does not know ignored)."""
+    data, newer = _load(payload, topic)
     try:
-        return MatchState.model_validate(data)
+        return MatchState.model_validate(data, extra="ignore" if newer else None)
     except ValidationError as err:
         raise DecodeError(format_validation_error(err), topic=topic, payload=payload) from None

@@ -5,7 +5,8 @@ attributes, with a message a person can act on::
 
     MatchcastError
      ├── DecodeError              bytes on a topic that are not a valid event or state
-     │    └── UnsupportedVersionError  a payload from a schema version this build cannot read
+     │    ├── UnsupportedVersionError  a payload from a schema version this build cannot read
+     │    └── UnknownEventTypeError    a newer minor's event of a type this build does not know
      ├── MatchFileError           a match file that cannot be read or fails validation
      └── BrokerError              the broker cannot be reached or refused us
           └── ConnectionLostError a working connection went away (reconnecting may help)
@@ -25,6 +26,7 @@ __all__ = [
     "DecodeError",
     "MatchFileError",
     "MatchcastError",
+    "UnknownEventTypeError",
     "UnsupportedVersionError",
 ]
 
@@ -60,6 +62,43 @@ class UnsupportedVersionError(DecodeError):
         super().__init__(
             f"schema version {version!r} is not supported (this build reads {supported}); "
             "upgrade matchcast to read it",
+            topic=topic,
+            payload=payload,
+        )
+
+
+class UnknownEventTypeError(DecodeError):
+    """An event of a newer minor version, of a type this build does not know.
+
+    Not an error in the payload: the version rule says to skip it (a consumer counts it and
+    moves its sequence past it; it is not dead-lettered). The envelope was valid, so its
+    place in the match is known.
+
+    Attributes:
+        event_type: the ``type`` it carried.
+        version: its ``schema_version``.
+        match_id, seq, run: its envelope.
+    """
+
+    def __init__(
+        self,
+        event_type: str,
+        version: str,
+        *,
+        match_id: str,
+        seq: int,
+        run: int,
+        topic: str = "",
+        payload: bytes = b"",
+    ) -> None:
+        self.event_type = event_type
+        self.version = version
+        self.match_id = match_id
+        self.seq = seq
+        self.run = run
+        super().__init__(
+            f"event type {event_type!r} of schema version {version} is unknown to this build; "
+            "skipped (upgrade matchcast to handle it)",
             topic=topic,
             payload=payload,
         )

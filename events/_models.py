@@ -1,7 +1,8 @@
 """The events on the wire: one frozen pydantic model per kind, a tagged union on ``type``.
 
-Every event carries the envelope of :class:`BaseEvent`: schema version, match id, a per-match
-sequence number (1, 2, 3, ... contiguous), the match clock, and the wall time it was emitted.
+Every event carries the envelope of :class:`BaseEvent`: schema version, match id, the run it
+belongs to, a per-match sequence number (1, 2, 3, ... contiguous within a run), the match
+clock, and the wall time it was emitted.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "MatchId",
     "PeriodEnd",
     "Possession",
+    "RunId",
     "Score",
     "ShootoutKick",
     "Substitution",
@@ -34,8 +36,21 @@ __all__ = [
     "TeamRef",
 ]
 
+#: A replay run's identity: its start, in milliseconds since the Unix epoch (0: unknown, as
+#: in a 1.0 payload). Ordered: a later (re)start of a match has a larger run.
+RunId = Annotated[
+    int,
+    Field(
+        ge=0,
+        description=(
+            "The replay run this belongs to: the run's start, ms since the Unix epoch; a "
+            "(re)started replay of a match has a larger one. 0 (or absent) in 1.0 payloads"
+        ),
+    ),
+]
+
 #: Version of the wire schema, ``MAJOR.MINOR``. See docs/wire-format.md for the rule.
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 MatchId = Annotated[
     str,
@@ -72,7 +87,10 @@ class BaseEvent(_Frozen):
         default=SCHEMA_VERSION, pattern=r"^\d+\.\d+$", description="Wire schema MAJOR.MINOR"
     )
     match_id: MatchId
-    seq: int = Field(ge=1, description="Per-match sequence number: 1, 2, 3, ... contiguous")
+    run: RunId = 0
+    seq: int = Field(
+        ge=1, description="Per-match sequence number: 1, 2, 3, ... contiguous within a run"
+    )
     clock: MatchClock
     emitted_at: AwareDatetime = Field(description="Wall time the replayer published it (UTC)")
     scheduled_at: AwareDatetime | None = Field(

@@ -27,6 +27,7 @@ from events._models import (
     MatchId,
     PeriodEnd,
     Possession,
+    RunId,
     Score,
     ShootoutKick,
     Substitution,
@@ -82,6 +83,7 @@ class MatchState(_Frozen):
 
     schema_version: str = Field(default=SCHEMA_VERSION, pattern=r"^\d+\.\d+$")
     match_id: MatchId
+    run: RunId = 0
     home: TeamRef | None = None
     away: TeamRef | None = None
     score: Score = Field(default_factory=dict, description="Goals keyed by team code")
@@ -97,11 +99,16 @@ class MatchState(_Frozen):
 
     @classmethod
     def new(
-        cls, match_id: str, home: TeamRef | None = None, away: TeamRef | None = None
+        cls,
+        match_id: str,
+        home: TeamRef | None = None,
+        away: TeamRef | None = None,
+        *,
+        run: int = 0,
     ) -> MatchState:
-        """The state before the first event, 0-0 when the teams are known."""
+        """The state before the first event of run ``run``, 0-0 when the teams are known."""
         score = {home.code: 0, away.code: 0} if home and away else {}
-        return cls(match_id=match_id, home=home, away=away, score=score)
+        return cls(match_id=match_id, run=run, home=home, away=away, score=score)
 
     @property
     def scoreline(self) -> str:

@@ -32,6 +32,15 @@ from events import (
     Topics,
 )
 from matchcast.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker
+from matchcast.chaos import (
+    ChaosLogOpt,
+    ChaosOpt,
+    SeedOpt,
+    TruthOpt,
+    parse_chaos,
+    write_chaos_log,
+    write_truth,
+)
 from matchcast.logs import LogFormat, configure_logging
 from matchcast.mqtt import (
     ENV_PASSWORD,
@@ -51,7 +60,14 @@ from matchcast.options import (
     TlsInsecureOpt,
     VerboseOpt,
 )
-from simulator import Match, Recording, ReplayOptions, resolve_matches, resolve_sources
+from simulator import (
+    ChaosSpecError,
+    Match,
+    Recording,
+    ReplayOptions,
+    resolve_matches,
+    resolve_sources,
+)
 
 __all__ = ["app", "main"]
 
@@ -494,11 +510,19 @@ def replay(
             "starting on its real kickoff time (the gap divided by --speed).",
         ),
     ] = None,
+    chaos: ChaosOpt = None,
+    seed: SeedOpt = 0,
+    chaos_log: ChaosLogOpt = None,
+    truth: TruthOpt = None,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
     """Replay a match onto a broker on a timed schedule."""
     _setup_logs(log_format, verbose, quiet_default=False)
+    try:
+        chaos_spec = parse_chaos(chaos)
+    except ChaosSpecError as err:
+        _fail(str(err), 2)
     if protocol not in ("auto", "5", "3.1.1"):
         _fail(f"--protocol must be auto, 5 or 3.1.1, not {protocol!r}", 2)
     url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
@@ -510,6 +534,8 @@ def replay(
         break_seconds=None if full_breaks else break_seconds,
         qos=qos,
         topics=_topics(root),
+        chaos=chaos_spec,
+        seed=seed,
     )
     _check_start(matches, options.start, start or "")
     from matchcast.app import run_replay  # noqa: PLC0415
@@ -538,9 +564,19 @@ def replay(
         )
     )
     for r in reports:
-        if r.final_state is not None:
+        if r.truth is not None:  # under chaos: what was sent, and the truth
+            typer.echo(
+                f"{r.match_id}: {r.truth.scoreline} ({r.published} events sent, "
+                f"{len(r.faults)} faults, true last seq {r.truth.last_seq})"
+            )
+        elif r.final_state is not None:
             seqs = f"seq {r.first_seq}-{r.last_seq}"
             typer.echo(f"{r.match_id}: {r.final_state.scoreline} ({r.published} events, {seqs})")
+    if chaos_log is not None:
+        write_chaos_log(chaos_log, [f for r in reports for f in r.faults])
+    if truth is not None:
+        states = {r.match_id: r.truth or r.final_state for r in reports}
+        write_truth(truth, {m: s for m, s in states.items() if s is not None}, chaos_spec, seed)
 
 
 @app.command()

@@ -19,7 +19,17 @@ import typer
 from rich.markup import escape
 
 from events import BrokerError
+from matchcast.chaos import (
+    ChaosLogOpt,
+    ChaosOpt,
+    SeedOpt,
+    TruthOpt,
+    parse_chaos,
+    write_chaos_log,
+    write_truth,
+)
 from matchcast.options import CaFileOpt, CertFileOpt, KeyFileOpt, TlsInsecureOpt
+from simulator import ChaosSpec, ChaosSpecError
 
 #: What a worker started with ``--start-on-go`` prints once it is connected and subscribed.
 READY_LINE = "matchcast-load-ready"
@@ -233,6 +243,10 @@ def load(
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Live view (on a terminal).")
     ] = True,
+    chaos: ChaosOpt = None,
+    seed: SeedOpt = 0,
+    chaos_log: ChaosLogOpt = None,
+    truth: TruthOpt = None,
     log_format: Annotated[
         str, typer.Option("--log-format", help="auto, console or json.")
     ] = "auto",
@@ -258,8 +272,11 @@ def load(
     if specs and specs[0] == "merge":
         _merge([Path(f) for f in specs[1:]], report, csv_path, chart, checks)
         return
-    topics = cli._topics(root)
-    spd = cli._speed(speed)
+    topics, spd, chaos_spec = (
+        cli._topics(root),
+        cli._speed(speed),
+        _chaos_options(chaos, chaos_log, truth, workers > 1 or probe_workers > 0),
+    )
     if shared_group is not None and (not shared_group or any(c in shared_group for c in "/+#")):
         cli._fail(f"--shared-group {shared_group!r} must be a name without / + #", 2)
     the_shard = _parse_shard(shard) if shard else None
@@ -306,6 +323,8 @@ def load(
         shard=the_shard,
         start_at=start_at,
         start_gate=_ready_then_wait_for_go if start_on_go else None,
+        chaos=chaos_spec,
+        seed=seed,
     )
     parameters = {
         "matches": my_matches,
@@ -329,6 +348,8 @@ def load(
         "shard": shard,
         "start_at": start_at,
         "workers": workers,
+        "chaos": str(chaos_spec) if chaos_spec is not None else None,
+        "seed": seed if chaos_spec is not None else None,
         "argv": sys.argv[1:],
     }
     console = Console(stderr=True)
@@ -356,6 +377,7 @@ def load(
                 *(("--shared-group", shared_group) if shared_group else ()),
                 *(("--verify-state",) if verify_state else ()),
                 *(a for c in expect_consumer or () for a in ("--expect-consumer", c)),
+                *(("--chaos", str(chaos_spec), "--seed", str(seed)) if chaos_spec else ()),
             ]
             # Every worker must be connected and subscribed before any sends: each says so,
             # and all are told to go at once (a fixed start time was missed under load).
@@ -365,6 +387,7 @@ def load(
         else:
             run = LoadRun(options, templates, make_factory(client, url))
             result = _run_here(run, parameters, console, progress, streams=the_shard is not None)
+            _write_ground_truth(run, chaos_spec, seed, chaos_log, truth)
     _output(result, report, csv_path, chart, checks)
     if result.get("interrupted"):
         raise cli._Exit(130)
@@ -422,6 +445,40 @@ def _chart_ready(chart: Path | None) -> None:
         import matplotlib  # noqa: F401, PLC0415
     except ImportError:
         cli._fail("--chart needs matplotlib: pip install 'matchcast[load]'", 2)
+
+
+def _chaos_options(
+    chaos: str | None, chaos_log: Path | None, truth: Path | None, many: bool
+) -> ChaosSpec | None:
+    """The ``--chaos`` spec; a bad one, or ground-truth files with workers, end in exit 2."""
+    from matchcast import cli  # noqa: PLC0415
+
+    try:
+        spec = parse_chaos(chaos)
+    except ChaosSpecError as err:
+        cli._fail(str(err), 2)
+    if (chaos_log or truth) and many:
+        cli._fail(
+            "--chaos-log and --truth are written by one process: run without --workers "
+            "(or per --shard i/n, each shard writing its own files)",
+            2,
+        )
+    return spec
+
+
+def _write_ground_truth(
+    run: Any, spec: ChaosSpec | None, seed: int, chaos_log: Path | None, truth: Path | None
+) -> None:
+    """``--chaos-log`` and ``--truth`` of a finished run (every match started)."""
+    stats = run.stats
+    if chaos_log is not None:
+        write_chaos_log(chaos_log, stats.faults)
+    if truth is not None:
+        states = {
+            m: stats.truth[m] if m in stats.truth else template.final_state(m)
+            for m, template in stats.templates.items()
+        }
+        write_truth(truth, states, spec, seed)
 
 
 def _parse_shard(text: str) -> tuple[int, int]:

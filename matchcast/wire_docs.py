@@ -182,16 +182,33 @@ def _versioning() -> list[str]:
         "",
         f"A reader of version {major}.{minor} (`decode_event`, `decode_state`):",
         "",
-        f"- accepts major {major} up to minor {minor}: its own version and every earlier "
-        "minor of its major;",
-        f"- refuses a newer minor ({major}.{minor + 1}) and any other major with "
-        "`UnsupportedVersionError`, whose message says to upgrade, rather than guess at "
-        "fields it does not know;",
+        f"- reads major {major} at every minor: its own, every earlier one, and every later "
+        f"one ({major}.{minor + 1}, {major}.9, ...);",
+        "- reads a payload of a later minor leniently: fields it does not know are ignored "
+        "(at any depth), and an event of a type it does not know is **skipped**, not "
+        "rejected: the consumer counts it (`unknown_skipped`), logs `event.unknown_skipped` "
+        "with its type and version, moves the match's sequence past its seq (so the next "
+        "event is not a gap), and does not dead-letter it;",
+        "- validates a payload of its own or an earlier minor strictly: an unknown field or "
+        "event type there is an error (`message.rejected`, dead-lettered);",
+        f"- refuses any other major ({major + 1}.0, {major - 1}.x) with "
+        "`UnsupportedVersionError`, whose message says to upgrade;",
         "- reads a payload without `schema_version` as its own version.",
         "",
-        "So upgrade subscribers before the replayer: an old subscriber refuses a new "
-        "replayer's payloads, while a new subscriber reads an old replayer's, retained state "
-        "included.",
+        "So a replayer can be upgraded before its subscribers within a major: an older "
+        "subscriber reads what it knows of a newer replayer's payloads, and a newer "
+        "subscriber reads an older replayer's, retained state included. Readers of 1.0 "
+        "(matchcast before this rule) refused every later minor; upgrade those first.",
+        "",
+        "Two fields, added in 1.1, place every event and snapshot in time:",
+        "",
+        "- `run`: the replay run it belongs to, the run's start in milliseconds since the "
+        "Unix epoch. Each (re)start of a match's replay is a new run with a larger number; "
+        "a 1.0 payload has none and reads as run 0. A consumer compares runs before seqs: a "
+        "message of an older run than the one it applied is stale and dropped, one of a "
+        "newer run starts the match again (from its snapshot);",
+        "- `seq`: 1, 2, 3, ... within a run. Within a run a consumer applies each seq once "
+        "and never goes back; after the run's `full_time` it takes no further event of it.",
         "",
         f"**Minor ({major}.{minor} → {major}.{minor + 1}): additive.** Every payload valid "
         "in the old version is valid, and means the same, in the new one:",

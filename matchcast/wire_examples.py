@@ -46,11 +46,18 @@ PUBLISH_DELAY = dt.timedelta(milliseconds=3)
 #: The made-up match of the event types the semi-final does not have.
 CONSTRUCTED_MATCH_ID = "example-cup-final"
 _CONSTRUCTED_KICKOFF = dt.datetime(2026, 7, 19, 19, 0, tzinfo=dt.UTC)
+#: The run of the semi-final's replay: it started when the example status says it came online.
+SEMIFINAL_RUN = int(dt.datetime(2026, 7, 15, 18, 59, 58, 412000, tzinfo=dt.UTC).timestamp() * 1000)
+_CONSTRUCTED_RUN = int((_CONSTRUCTED_KICKOFF - dt.timedelta(seconds=2)).timestamp() * 1000)
 
 
 def _stamped(event: Event, nominal: dt.datetime) -> Event:
     """``event`` as a live replay sends it: due at ``nominal``, emitted just after."""
-    update = {"scheduled_at": nominal, "emitted_at": nominal + PUBLISH_DELAY}
+    update = {
+        "run": SEMIFINAL_RUN,
+        "scheduled_at": nominal,
+        "emitted_at": nominal + PUBLISH_DELAY,
+    }
     return EventAdapter.validate_python(event.model_copy(update=update).model_dump())
 
 
@@ -66,6 +73,7 @@ def _constructed() -> list[Event]:
         due = _CONSTRUCTED_KICKOFF + dt.timedelta(minutes=play_minutes + breaks)
         return {
             "match_id": CONSTRUCTED_MATCH_ID,
+            "run": _CONSTRUCTED_RUN,
             "seq": seq,
             "clock": clock,
             "scheduled_at": due,
@@ -117,7 +125,7 @@ def example_events() -> list[Event]:
 def example_state() -> MatchState:
     """The retained state of the semi-final at full time."""
     events = _semifinal()
-    return replay_state(events[0].match_id, events)
+    return replay_state(events[0].match_id, events).model_copy(update={"run": SEMIFINAL_RUN})
 
 
 def example_status(status: typing.Literal["online", "offline"] = "online") -> ReplayerStatus:

@@ -3,6 +3,8 @@
 Depends on :mod:`events`; never on :mod:`consumers`.
 """
 
+from simulator._chaos import ChaosStream, Emission, Fault, apply_chaos
+from simulator._chaos_spec import FAULTS, ChaosSpec, ChaosSpecError
 from simulator._generate import BASE_RATE, expected_goals, simulate_match
 from simulator._matchfile import (
     CardIncident,
@@ -48,12 +50,18 @@ __all__ = [
     "BASE_RATE",
     "BUNDLED",
     "DEFAULT_MATCH",
+    "FAULTS",
     "RECORDING_SUFFIX",
     "RESOLVERS",
     "CardIncident",
+    "ChaosSpec",
+    "ChaosSpecError",
+    "ChaosStream",
     "Clock",
     "Competition",
     "DisallowedIncident",
+    "Emission",
+    "Fault",
     "GoalIncident",
     "Incident",
     "Kickoff",
@@ -73,6 +81,7 @@ __all__ = [
     "SubstitutionIncident",
     "Team",
     "Venue",
+    "apply_chaos",
     "bundled_path",
     "dump_match",
     "expand",

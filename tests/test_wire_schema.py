@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 
 import events._codec
-from events import SCHEMA_VERSION, UnsupportedVersionError, decode_event, decode_state
+from events import (
+    SCHEMA_VERSION,
+    DecodeError,
+    UnknownEventTypeError,
+    UnsupportedVersionError,
+    decode_event,
+    decode_state,
+)
 from matchcast.wire_docs import REGENERATE
 from matchcast.wire_examples import EVENT_TYPES
 from matchcast.wire_schema import (
@@ -162,15 +169,84 @@ def _with_version(path: Path, version: str) -> bytes:
 
 
 @pytest.mark.parametrize("stem", ["goal", "state"])
-def test_a_newer_minor_or_another_major_is_refused(stem: str) -> None:
+def test_another_major_is_refused(stem: str) -> None:
     """A reader refuses what it may misread, and says which version it met."""
     path = REPO / FIXTURE_DIR / SCHEMA_VERSION / f"{stem}.json"
     decode = decode_state if stem == "state" else decode_event
-    newer = [f"{MAJOR}.{MINOR + 1}", f"{MAJOR + 1}.0", f"{MAJOR - 1}.{MINOR}"]
-    for version in newer:
+    for version in [f"{MAJOR + 1}.0", f"{MAJOR - 1}.{MINOR}", f"{MAJOR + 1}.{MINOR + 1}"]:
         with pytest.raises(UnsupportedVersionError) as caught:
             decode(_with_version(path, version))
         assert caught.value.version == version
+
+
+def _newer(path: Path, **changes: Any) -> bytes:
+    """The fixture as a later minor (1.9) writes it: an extra field at the top and inside."""
+    data = json.loads(path.read_text())
+    data.update(schema_version=f"{MAJOR}.9", referee="Szymon Marciniak", **changes)
+    data["clock"]["stoppage_reason"] = "var"
+    return json.dumps(data).encode()
+
+
+def test_a_newer_minor_is_read_with_its_unknown_fields_ignored() -> None:
+    """1.9's goal and state decode in this build; what it does not know is left out."""
+    goal = decode_event(_newer(REPO / FIXTURE_DIR / SCHEMA_VERSION / "goal.json"))
+    assert goal.type == "goal"
+    assert goal.schema_version == f"{MAJOR}.9"
+    assert "referee" not in goal.model_dump()
+    expected = decode_event((REPO / FIXTURE_DIR / SCHEMA_VERSION / "goal.json").read_bytes())
+    assert goal.model_copy(update={"schema_version": SCHEMA_VERSION}) == expected
+    state = decode_state(_newer(REPO / FIXTURE_DIR / SCHEMA_VERSION / "state.json"))
+    assert (
+        state.last_seq
+        == decode_state((REPO / FIXTURE_DIR / SCHEMA_VERSION / "state.json").read_bytes()).last_seq
+    )
+
+
+def test_a_newer_minors_unknown_event_type_is_skippable_not_invalid() -> None:
+    """``var_review`` of 1.9: UnknownEventTypeError with its envelope, not a plain rejection."""
+    payload = _newer(REPO / FIXTURE_DIR / SCHEMA_VERSION / "goal.json", type="var_review")
+    with pytest.raises(UnknownEventTypeError) as caught:
+        decode_event(payload, topic="t")
+    err = caught.value
+    assert (err.event_type, err.version, err.topic) == ("var_review", f"{MAJOR}.9", "t")
+    original = json.loads((REPO / FIXTURE_DIR / SCHEMA_VERSION / "goal.json").read_text())
+    assert (err.match_id, err.seq, err.run) == (
+        original["match_id"],
+        original["seq"],
+        original["run"],
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"extra_field": 1}, "extra_field"),  # strict at its own minor
+        ({"type": "var_review"}, "var_review"),  # an unknown type of its own minor is invalid
+    ],
+)
+def test_this_minors_payloads_are_still_validated_strictly(
+    changes: dict[str, Any], reason: str
+) -> None:
+    data = json.loads((REPO / FIXTURE_DIR / SCHEMA_VERSION / "goal.json").read_text())
+    data.update(changes)
+    with pytest.raises(DecodeError, match=reason) as caught:
+        decode_event(json.dumps(data).encode())
+    assert not isinstance(caught.value, UnknownEventTypeError)
+
+
+def test_a_newer_minors_unknown_type_with_a_bad_envelope_is_rejected() -> None:
+    data = json.loads((REPO / FIXTURE_DIR / SCHEMA_VERSION / "goal.json").read_text())
+    data.update(schema_version=f"{MAJOR}.9", type="var_review", seq=0)
+    with pytest.raises(DecodeError, match="seq") as caught:
+        decode_event(json.dumps(data).encode())
+    assert not isinstance(caught.value, UnknownEventTypeError)
+
+
+def test_a_10_payload_without_run_reads_as_run_0() -> None:
+    """The 1.0 fixtures have no ``run``; they decode, as run 0."""
+    for path in sorted((REPO / FIXTURE_DIR / "1.0").glob("*.json")):
+        assert "run" not in json.loads(path.read_text())
+        assert _decode(path).run == 0
 
 
 def test_a_reader_one_minor_ahead_reads_this_versions_payloads(

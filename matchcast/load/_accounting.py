@@ -267,24 +267,46 @@ class ConsumerAccount:
             if n
         )
 
-    def totals(self, expected: Mapping[str, int]) -> dict[str, Any]:
+    def totals(
+        self,
+        expected: Mapping[str, int],
+        injected: Mapping[str, StreamStats] | None = None,
+    ) -> dict[str, Any]:
         """Loss, duplicates and reordering over all streams; ``expected`` is last seq per match.
 
         A stream the sender never published (a match id it does not know) counts as
-        ``unexpected`` messages rather than loss.
+        ``unexpected`` messages rather than loss. ``injected`` holds, per match sent under
+        chaos, the seqs in the order the sender really sent them: the figures split into
+        what was ``injected`` (seqs never sent, duplicates and reordering sent on purpose) and
+        what the ``network`` (broker, connections) added on top: a seq sent but never
+        received, duplicates and reorderings beyond the injected ones.
         """
         lost = dup = reo = disp = 0
+        inj = {"lost": 0, "duplicates": 0, "reordered": 0}
+        net = {"lost": 0, "duplicates": 0, "reordered": 0}
         lossy: dict[str, list[int]] = {}
+        none = StreamStats()
         for match_id, last in expected.items():
-            stream = self.streams.get(match_id, StreamStats())
+            stream = self.streams.get(match_id, none)
             missing = stream.missing(last)
             if missing:
                 lossy[match_id] = missing
             lost += len(missing)
-        for stream in self.streams.values():
+            sent = injected.get(match_id) if injected else None
+            never = set(sent.missing(last)) if sent is not None else set()
+            inj["lost"] += len(never)
+            net["lost"] += len(set(missing) - never)
+        for match_id, stream in self.streams.items():
             dup += stream.duplicates
             reo += stream.reordered
             disp = max(disp, stream.max_displacement)
+            sent = injected.get(match_id) if injected else None
+            sent_dup = sent.duplicates if sent is not None else 0
+            sent_reo = sent.reordered if sent is not None else 0
+            inj["duplicates"] += min(sent_dup, stream.duplicates)
+            inj["reordered"] += min(sent_reo, stream.reordered)
+            net["duplicates"] += max(stream.duplicates - sent_dup, 0)
+            net["reordered"] += max(stream.reordered - sent_reo, 0)
         unexpected = sum(s.received for m, s in self.streams.items() if m not in expected)
         return {
             "consumer": self.name,
@@ -300,6 +322,8 @@ class ConsumerAccount:
             "malformed": self.malformed,
             "streams_with_loss": len(lossy),
             "lost_seqs_sample": {m: s[:20] for m, s in list(lossy.items())[:10]},
+            "injected": inj,
+            "network": net,
         }
 
 

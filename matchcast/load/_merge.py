@@ -20,7 +20,7 @@ from matchcast.load._accounting import (
     histogram_summary,
     new_histogram,
 )
-from matchcast.load._report import REPORT_FORMAT
+from matchcast.load._report import READABLE_FORMATS, REPORT_FORMAT, split_totals
 
 __all__ = ["MergeError", "merge_reports"]
 
@@ -102,10 +102,9 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
     if not reports:
         raise MergeError("no reports to merge")
     for i, r in enumerate(reports):
-        if r.get("kind") != "matchcast-load-report" or r.get("format") != REPORT_FORMAT:
-            raise MergeError(
-                f"report {i + 1} is not a matchcast load report (format {REPORT_FORMAT})"
-            )
+        if r.get("kind") != "matchcast-load-report" or r.get("format") not in READABLE_FORMATS:
+            formats = " or ".join(str(f) for f in READABLE_FORMATS)
+            raise MergeError(f"report {i + 1} is not a matchcast load report (format {formats})")
         if r.get("streams") is None:
             raise MergeError(
                 f"report {i + 1} has no per-stream data: run each shard with --shard i/n"
@@ -115,7 +114,12 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
     for r in reports:
         expected.update(r["expected_last_seq"])
         final_scores.update(r["final_scores"])
-    consumers = [acc.totals(expected) for acc in _accounts(reports).values()]
+    injected = {
+        m: StreamStats.from_wire(w)
+        for r in reports
+        for m, w in (r.get("injected_streams") or {}).items()
+    }
+    consumers = [acc.totals(expected, injected) for acc in _accounts(reports).values()]
     latency, lateness = new_histogram(), new_histogram()
     for r in reports:
         latency.add(decode_histogram(r["latency_hdr"]))
@@ -132,6 +136,7 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
     totals["max_displacement"] = max((c["max_displacement"] for c in consumers), default=0)
     totals["unexpected"] = sum(c["unexpected"] for c in consumers)
     totals["malformed"] = sum(c["malformed"] for c in consumers)
+    totals.update(split_totals(consumers))
     verifications = [r["verification"] for r in reports if r.get("verification")]
     by_consumer: dict[str, dict[str, Any]] = {}
     for v in verifications:
@@ -197,4 +202,24 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
         "expected_last_seq": expected,
         "final_scores": final_scores,
         "streams": None,
+        "chaos": _chaos([r["chaos"] for r in reports if r.get("chaos")]),
+        "injected_streams": None,
+    }
+
+
+def _chaos(parts: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The shards' chaos sections, summed (each shard injected into its own matches)."""
+    if not parts:
+        return None
+    faults: Counter[str] = Counter()
+    sent: Counter[str] = Counter()
+    for p in parts:
+        faults.update(p["faults"])
+        sent.update(p["sent"])
+    return {
+        "spec": parts[0]["spec"],
+        "seed": parts[0]["seed"],
+        "faults": dict(sorted(faults.items())),
+        "faults_total": sum(faults.values()),
+        "sent": dict(sent),
     }

@@ -21,10 +21,20 @@ from matchcast.load._accounting import (
 )
 from matchcast.load._run import ConnectionHealth, LoadRun
 
-__all__ = ["REPORT_FORMAT", "build_report", "render_table"]
+__all__ = [
+    "READABLE_FORMATS",
+    "REPORT_FORMAT",
+    "build_report",
+    "chaos_summary",
+    "render_table",
+    "split_totals",
+]
 
-#: Bumped when the report's layout changes incompatibly.
-REPORT_FORMAT = 1
+#: Bumped when the report's layout changes. 2: ``chaos``, per-consumer and total ``injected``
+#: and ``network`` splits of loss, duplicates and reordering, ``injected_streams``.
+REPORT_FORMAT = 2
+#: Report formats ``load merge`` reads.
+READABLE_FORMATS = (1, 2)
 
 
 def _health(h: ConnectionHealth) -> dict[str, Any]:
@@ -40,6 +50,32 @@ def _health(h: ConnectionHealth) -> dict[str, Any]:
         },
         "disconnects": h.disconnects,
         "reconnects": h.reconnects,
+    }
+
+
+def split_totals(consumers: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """The ``injected`` and ``network`` figures summed over consumers."""
+    return {
+        part: {
+            key: sum(c.get(part, {}).get(key, 0) for c in consumers)
+            for key in ("lost", "duplicates", "reordered")
+        }
+        for part in ("injected", "network")
+    }
+
+
+def chaos_summary(
+    spec: str | None, seed: int | None, fault_counts: dict[str, int], sent: dict[str, int]
+) -> dict[str, Any] | None:
+    """The report's ``chaos`` section: what was injected, as the sender did it."""
+    if not spec:
+        return None
+    return {
+        "spec": spec,
+        "seed": seed,
+        "faults": dict(sorted(fault_counts.items())),
+        "faults_total": sum(fault_counts.values()),
+        "sent": sent,
     }
 
 
@@ -63,7 +99,7 @@ def build_report(
     send_s = max((stats.finished or time.monotonic()) - mono0, 1e-9)
     # At max speed nothing is scheduled: what was offered is what was sent.
     offered_s = stats.last_due_s if stats.last_due_s > 0 else send_s
-    consumers = [acc.totals(stats.expected) for acc in run.accounts]
+    consumers = [acc.totals(stats.expected, stats.injected) for acc in run.accounts]
     received = sum(c["received"] for c in consumers)
     rx_span = max(run.last_rx - sender.wall0, 1e-9) if run.last_rx else 0.0
     latency = run.latency
@@ -90,6 +126,16 @@ def build_report(
     totals["max_displacement"] = max((c["max_displacement"] for c in consumers), default=0)
     totals["unexpected"] = sum(c["unexpected"] for c in consumers)
     totals["malformed"] = sum(c["malformed"] for c in consumers)
+    totals.update(split_totals(consumers))
+    fault_counts: dict[str, int] = {}
+    for fault in stats.faults:
+        fault_counts[fault.fault] = fault_counts.get(fault.fault, 0) + 1
+    never = sum(len(st.missing(stats.expected.get(m, 0))) for m, st in stats.injected.items())
+    sent = {
+        "never_sent": never,
+        "duplicates": sum(st.duplicates for st in stats.injected.values()),
+        "reordered": sum(st.reordered for st in stats.injected.values()),
+    }
     return {
         "format": REPORT_FORMAT,
         "kind": "matchcast-load-report",
@@ -123,12 +169,16 @@ def build_report(
         "started_at_epoch": sender.wall0,
         "connections": {"publishers": _health(run.pubs), "probes": _health(run.probes)},
         "verification": run.verification,
+        "chaos": chaos_summary(parameters.get("chaos"), parameters.get("seed"), fault_counts, sent),
         "expected_last_seq": stats.expected,
         "final_scores": stats.final_scores,
         "streams": (
             {acc.name: {m: st.to_wire() for m, st in acc.streams.items()} for acc in run.accounts}
             if streams
             else None
+        ),
+        "injected_streams": (
+            {m: st.to_wire() for m, st in stats.injected.items()} if streams else None
         ),
     }
 
@@ -168,6 +218,19 @@ def render_table(report: dict[str, Any]) -> Table:
     add("lost", f"{d['lost']:,}")
     add("duplicates", f"{d['duplicates']:,}")
     add("reordered (max displacement)", f"{d['reordered']:,} ({d['max_displacement']})")
+    chaos = report.get("chaos")
+    if chaos:
+        faults = ", ".join(f"{k} {v:,}" for k, v in chaos["faults"].items()) or "none"
+        add(f"chaos injected ({chaos['spec']}, seed {chaos['seed']})", faults)
+        inj, net = d["injected"], d["network"]
+        add(
+            "seen, injected: lost / duplicates / reordered",
+            f"{inj['lost']:,} / {inj['duplicates']:,} / {inj['reordered']:,}",
+        )
+        add(
+            "seen, by broker/network: lost / duplicates / reordered",
+            f"{net['lost']:,} / {net['duplicates']:,} / {net['reordered']:,}",
+        )
     add(
         "latency ms p50 / p90 / p99 / p99.9 / max",
         f"{lat['p50']} / {lat['p90']} / {lat['p99']} / {lat['p99_9']} / {lat['max']}",

@@ -30,6 +30,7 @@ from matchcast.load._accounting import ConsumerAccount, LatencySeries, parse_pro
 from matchcast.load._sender import Sender, SenderStats
 from matchcast.load._verify import collect_reported_states, verify_states
 from matchcast.load._workload import LoadShape, MatchTemplate
+from simulator import ChaosSpec
 
 __all__ = [
     "ClientFactory",
@@ -84,6 +85,8 @@ class LoadOptions:
             slowly a loaded machine starts them.
         reconnect: reconnect a probe whose connection dropped (counted; what it missed
             meanwhile is loss).
+        chaos: faults to inject into each copy's stream (see :mod:`simulator._chaos`).
+        seed: the chaos seed: with a copy's index, it decides that copy's faults.
     """
 
     shape: LoadShape
@@ -102,6 +105,8 @@ class LoadOptions:
     start_at: float | None = None
     start_gate: Callable[[], Awaitable[None]] | None = None
     reconnect: bool = True
+    chaos: ChaosSpec | None = None
+    seed: int = 0
 
 
 def probe_filter(topics: Topics, shared_group: str | None) -> str:
@@ -239,6 +244,8 @@ class LoadRun:
                 id_prefix=self.id_prefix,
                 first_index=self.first_index,
                 index_step=self.index_step,
+                chaos=opts.chaos,
+                seed=opts.seed,
             )
             _log.info(
                 "load.started",
@@ -278,7 +285,10 @@ class LoadRun:
         opts = self.options
         stats = self.stats
         [client] = await self._connect(stack, "verify", 1, ConnectionHealth())
-        truth = {m: stats.templates[m].final_state(m) for m in stats.completed}
+        truth = {
+            m: stats.truth[m] if m in stats.truth else stats.templates[m].final_state(m)
+            for m in stats.completed
+        }
         reported = await collect_reported_states(
             client,
             opts.topics,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import datetime as dt
 import heapq
 import itertools
 import time
@@ -20,11 +21,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from events import Publisher, Topics
-from matchcast.load._accounting import LatencySeries
+from events import MatchState, Publisher, Topics
+from matchcast.load._accounting import LatencySeries, StreamStats
+from matchcast.load._chaos import CopyChaos, build_copy_chaos
 from matchcast.load._workload import LoadShape, MatchTemplate, format_timestamp, match_ids
+from simulator import ChaosSpec, Fault
 
 __all__ = ["NowaitPublisher", "Sender", "SenderStats", "submit"]
+
+_UNUSED = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)  # a state payload carries no timestamps
 
 
 @runtime_checkable
@@ -64,6 +69,10 @@ class SenderStats:
         offered: events due per second of the run (at max speed: events sent).
         sent: events sent per second of the run.
         lateness: how late each event was sent against its due time, us, per second.
+        injected: under chaos, per match id, the seqs in the order really sent: what a
+            perfect broker would deliver, duplicates and reordering injected included.
+        truth: under chaos, per match id, the true final state.
+        faults: under chaos, every fault injected (see :class:`simulator.Fault`).
     """
 
     events: int = 0
@@ -84,6 +93,9 @@ class SenderStats:
     finished: float = 0.0
     last_ack: float = 0.0
     last_due_s: float = 0.0
+    injected: dict[str, StreamStats] = field(default_factory=dict)
+    truth: dict[str, MatchState] = field(default_factory=dict)
+    faults: list[Fault] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -98,6 +110,12 @@ class _Copy:
     events_topic: str
     state_topic: str
     index: int = 0
+    chaos: CopyChaos | None = None
+
+    @property
+    def length(self) -> int:
+        """Messages to send: the template's events, or the faulted stream's messages."""
+        return len(self.chaos) if self.chaos is not None else len(self.template)
 
 
 class Sender:
@@ -127,6 +145,8 @@ class Sender:
         id_prefix: str = "",
         first_index: int = 0,
         index_step: int = 1,
+        chaos: ChaosSpec | None = None,
+        seed: int = 0,
     ) -> None:
         if not templates or (shape.matches and not publishers):
             raise ValueError("a sender needs at least one match and one connection")
@@ -154,6 +174,9 @@ class Sender:
         self._stop = False
         self.mono0 = 0.0
         self.wall0 = 0.0
+        self.chaos = chaos
+        self.seed = seed
+        self._prepared: dict[int, CopyChaos] = {}
 
     def stop(self) -> None:
         """Stop sending at the next event."""
@@ -167,17 +190,51 @@ class Sender:
         self.stats.matches_started += 1
         self.stats.final_scores[match_id] = dict(template.final_score)
         self.stats.templates[match_id] = template
+        offsets = self.shape.offsets(template)
+        chaos = self._prepared.pop(index, None)
+        if self.chaos is not None and chaos is None:  # a copy started after the run began
+            run = int((self.wall0 + (start - self.mono0)) * 1000)
+            chaos = build_copy_chaos(
+                template.source, match_id, offsets, self.chaos, seed=self.seed, index=index, run=run
+            )
+        if chaos is not None:
+            self.stats.truth[match_id] = chaos.truth
+            self.stats.final_scores[match_id] = dict(chaos.truth.score)
+            self.stats.faults.extend(chaos.faults)
+            self.stats.injected[match_id] = StreamStats()
         return _Copy(
             match_id=match_id,
             mid=match_id.encode(),
             template=template,
-            offsets=self.shape.offsets(template),
+            offsets=offsets,
             start=start,
             pub=self.publishers[slot % len(self.publishers)],
             conn=slot % len(self.publishers),
             events_topic=self.topics.events(match_id),
             state_topic=self.topics.state(match_id),
+            chaos=chaos,
         )
+
+    def _prepare_chaos(self) -> None:
+        """Fault the first copies before the clock starts: 10 ms a copy (expanding, faulting
+        and folding a match in pydantic) would otherwise show up as sender lateness."""
+        spec, shape = self.chaos, self.shape
+        if spec is None:
+            return
+        base_ms = int(time.time() * 1000)
+        for slot in range(shape.matches):
+            index = self.first_index + slot * self.index_step
+            template = self.templates[index % len(self.templates)]
+            match_id = match_ids(self.id_prefix + template.source.match_id, shape.tag, index)
+            self._prepared[index] = build_copy_chaos(
+                template.source,
+                match_id,
+                shape.offsets(template),
+                spec,
+                seed=self.seed,
+                index=index,
+                run=base_ms + round(shape.start_offset(index) * 1000),
+            )
 
     def _done_cb(self, conn: int) -> Callable[[asyncio.Future[None]], None]:
         def done(fut: asyncio.Future[None]) -> None:
@@ -209,8 +266,37 @@ class Sender:
             self._slot_free[conn].clear()
             await self._slot_free[conn].wait()
 
+    def _emit_chaos(self, copy: _Copy, chaos: CopyChaos, i: int, due: float, now: float) -> None:
+        """Send message ``i`` of a faulted copy: an event (stamped) or a state."""
+        stats, mono0, wall0 = self.stats, self.mono0, self.wall0
+        emission = chaos.emissions[i]
+        if emission.event is None:
+            payload = chaos.payload(i, _UNUSED, _UNUSED)
+            self._send(copy.conn, copy.state_topic, payload, emission.retain)
+            stats.states += 1
+            return
+        emitted = dt.datetime.fromtimestamp(wall0 + (now - mono0), dt.UTC)
+        start = dt.datetime.fromtimestamp(wall0 + (copy.start - mono0), dt.UTC)
+        self._send(copy.conn, copy.events_topic, chaos.payload(i, emitted, start), False)
+        if self.shape.scheduled:
+            late_us = int((now - due) * 1e6)
+            stats.lateness.add(int(due - mono0), late_us)
+            if late_us > self.overrun_us:
+                stats.overruns += 1
+            stats.offered[int(due - mono0)] += 1
+            stats.last_due_s = max(stats.last_due_s, due - mono0)
+        else:
+            stats.offered[int(now - mono0)] += 1
+        stats.events += 1
+        stats.sent[int(now - mono0)] += 1
+        stats.injected[copy.match_id].record(emission.event.seq)
+        stats.expected[copy.match_id] = chaos.truth.last_seq
+
     def _emit(self, copy: _Copy, i: int, due: float, now: float) -> None:
         """Stamp event ``i`` of ``copy`` (due at ``due``, sent at ``now``) and send it."""
+        if copy.chaos is not None:
+            self._emit_chaos(copy, copy.chaos, i, due, now)
+            return
         stats, mono0, wall0 = self.stats, self.mono0, self.wall0
         emitted = format_timestamp(wall0 + (now - mono0))
         if self.shape.scheduled:
@@ -236,19 +322,28 @@ class Sender:
     def _requeue(self, slot: int, copy: _Copy, now: float, stop_at: float | None) -> None:
         """Queue the next event of ``copy``; or, if it is done, count it and (when running
         for a duration) start a fresh copy in its slot."""
-        if copy.index < len(copy.template):
-            offsets = copy.offsets
-            self._queue(slot, copy, now if offsets is None else copy.start + offsets[copy.index])
+        if copy.index < copy.length:
+            self._queue(slot, copy, self._due(copy, now))
             return
         self.stats.matches_completed += 1
         self.stats.completed.append(copy.match_id)
         if stop_at is not None:
-            self._queue(slot, self._new_copy(slot, now), now)
+            fresh = self._new_copy(slot, now)
+            self._queue(slot, fresh, None if fresh.offsets is None else now)
 
-    def _queue(self, slot: int, copy: _Copy, due: float) -> None:
+    @staticmethod
+    def _due(copy: _Copy, now: float) -> float | None:
+        """When the next message of ``copy`` is due; None for its turn at max speed."""
+        if copy.chaos is not None:
+            due = copy.chaos.emissions[copy.index].due
+            # At max speed only what chaos holds back (delay, burst) waits for a time.
+            return None if copy.offsets is None and due <= 0 else copy.start + due
+        return None if copy.offsets is None else copy.start + copy.offsets[copy.index]
+
+    def _queue(self, slot: int, copy: _Copy, due: float | None) -> None:
         """At max speed (no offsets) a running match takes its turn in the FIFO; otherwise
         its next event waits in the heap for ``due``."""
-        if copy.offsets is None:
+        if due is None:
             self._turns.append((slot, copy))
         else:
             heapq.heappush(self._heap, (due, next(self._order), slot, copy))
@@ -257,6 +352,7 @@ class Sender:
         """Send until every match finished or ``duration_s`` is up; wait for the broker."""
         shape = self.shape
         stats = self.stats
+        self._prepare_chaos()
         self.mono0 = mono0 = time.monotonic()
         self.wall0 = time.time()
         stats.started = mono0
