@@ -10,8 +10,6 @@ replay keeps the original timing, across matches too.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +24,7 @@ from events import (
     decode_event,
     format_validation_error,
 )
+from simulator._files import RECORDING, input_lines, parse_json
 
 __all__ = ["RECORDING_SUFFIX", "Recording", "is_recording", "load_recording"]
 
@@ -72,16 +71,6 @@ class _Builder:
     times: list[float] = field(default_factory=list)
 
 
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    try:
-        with path.open("rb") as f:
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    yield n, line
-    except OSError as err:
-        raise MatchFileError(path, [f"cannot read it: {err.strerror or err}"]) from None
-
-
 def load_recording(path: str | Path) -> list[Recording]:
     """The matches of a recording, in order of first appearance.
 
@@ -92,9 +81,14 @@ def load_recording(path: str | Path) -> list[Recording]:
     path = Path(path)
     matches: dict[str, _Builder] = {}
     problems: list[str] = []
-    for n, line in _lines(path):
+    for n, line in input_lines(path, RECORDING):
         try:
-            _add(matches, line)
+            _add(matches, line, path, n)
+        except MatchFileError as err:
+            problems += err.problems
+            if len(problems) >= _MAX_PROBLEMS:
+                break
+            continue
         except (DecodeError, ValidationError, ValueError) as err:
             reason = (
                 format_validation_error(err)
@@ -123,8 +117,8 @@ def load_recording(path: str | Path) -> list[Recording]:
     ]
 
 
-def _add(matches: dict[str, _Builder], line: bytes) -> None:
-    data = json.loads(line) if line.lstrip().startswith(b'{"snapshot"') else None
+def _add(matches: dict[str, _Builder], line: bytes, path: Path, n: int) -> None:
+    data = parse_json(line, path, line=n)  # bounded: deep nesting is refused, not recursed into
     if isinstance(data, dict) and set(data) == {"snapshot"}:
         snapshot = MatchState.model_validate(data["snapshot"])
         b = matches.setdefault(snapshot.match_id, _Builder())

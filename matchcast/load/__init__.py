@@ -18,7 +18,7 @@ from matchcast.load._accounting import (
 )
 from matchcast.load._chart import write_chart
 from matchcast.load._consume import SharedSource, run_consumer
-from matchcast.load._merge import MergeError, merge_reports
+from matchcast.load._merge import MergeError, merge_reports, read_reports
 from matchcast.load._metrics import RunnerMetrics
 from matchcast.load._report import REPORT_FORMAT, build_report, render_table
 from matchcast.load._run import (
@@ -74,6 +74,7 @@ __all__ = [
     "new_histogram",
     "parse_probe_fields",
     "probe_filter",
+    "read_reports",
     "render_table",
     "run_consumer",
     "submit",
