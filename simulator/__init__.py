@@ -53,6 +53,7 @@ from simulator._sources import (
     resolve_matches,
     resolve_sources,
 )
+from simulator._states import ReplayStates
 from simulator._timeline import Scheduled, expand, state_before
 from simulator._writer import MatchFormat, dump_match, write_match
 
@@ -83,6 +84,7 @@ __all__ = [
     "Recording",
     "ReplayOptions",
     "ReplayReport",
+    "ReplayStates",
     "Replayer",
     "Scheduled",
     "ShootoutKickSpec",

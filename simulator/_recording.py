@@ -25,6 +25,7 @@ from events import (
     format_validation_error,
 )
 from simulator._files import RECORDING, input_lines, parse_json
+from simulator._states import ReplayStates
 
 __all__ = ["RECORDING_SUFFIX", "Recording", "is_recording", "load_recording"]
 
@@ -39,7 +40,8 @@ class Recording:
     Attributes:
         initial: the state before the first event (a snapshot, or a new match).
         events: the events in the order recorded.
-        states: the state after each event, snapshots in the recording applied.
+        states: the state after each event, snapshots in the recording applied (computed as
+            they are read: see :class:`~simulator._states.ReplayStates`).
         offsets: seconds from the recording's first event to each event, as recorded.
     """
 
@@ -47,7 +49,7 @@ class Recording:
     path: Path
     initial: MatchState
     events: tuple[Event, ...]
-    states: tuple[MatchState, ...]
+    states: ReplayStates
     offsets: tuple[float, ...]
 
     def wall_offsets(self, speed: float | None) -> list[float]:
@@ -67,7 +69,8 @@ class _Builder:
     initial: MatchState | None = None
     state: MatchState | None = None
     events: list[Event] = field(default_factory=list)
-    states: list[MatchState] = field(default_factory=list)
+    shown: dict[int, MatchState] = field(default_factory=dict)  # see ReplayStates
+    resync: dict[int, MatchState] = field(default_factory=dict)
     times: list[float] = field(default_factory=list)
 
 
@@ -104,17 +107,21 @@ def load_recording(path: str | Path) -> list[Recording]:
     if not recorded:
         raise MatchFileError(path, ["no events in it: is it a recording (.jsonl)?"])
     t0 = min(t for b in recorded.values() for t in b.times)
-    return [
-        Recording(
-            match_id=m,
-            path=path,
-            initial=b.initial or MatchState.new(m),
-            events=tuple(b.events),
-            states=tuple(b.states),
-            offsets=tuple(t - t0 for t in b.times),
+    out = []
+    for m, b in recorded.items():
+        initial, events = b.initial or MatchState.new(m), tuple(b.events)
+        states = ReplayStates(initial, events, shown=b.shown, resync=b.resync)
+        out.append(
+            Recording(
+                match_id=m,
+                path=path,
+                initial=initial,
+                events=events,
+                states=states,
+                offsets=tuple(t - t0 for t in b.times),
+            )
         )
-        for m, b in recorded.items()
-    ]
+    return out
 
 
 def _add(matches: dict[str, _Builder], line: bytes, path: Path, n: int) -> None:
@@ -125,9 +132,10 @@ def _add(matches: dict[str, _Builder], line: bytes, path: Path, n: int) -> None:
         if not b.events:
             b.initial = b.state = snapshot
         else:
+            last = len(b.events) - 1
             if snapshot.last_seq == b.events[-1].seq:
-                b.states[-1] = snapshot
-            b.state = snapshot
+                b.shown[last] = snapshot
+            b.resync[last] = b.state = snapshot
         return
     event = decode_event(line)
     b = matches.setdefault(event.match_id, _Builder())
@@ -136,5 +144,4 @@ def _add(matches: dict[str, _Builder], line: bytes, path: Path, n: int) -> None:
     b.state = apply(b.state, event)
     due = event.scheduled_at or event.emitted_at
     b.events.append(event)
-    b.states.append(b.state)
     b.times.append(due.timestamp())
