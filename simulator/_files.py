@@ -309,7 +309,7 @@ def parse_yaml(data: bytes, path: Path | str) -> Any:
             return loader.get_single_data()
         finally:
             loader.dispose()
-    except yaml.YAMLError as err:
+    except (yaml.YAMLError, ValueError, OverflowError) as err:  # ValueError: 2026-13-45
         raise MatchFileError(path, [f"not valid YAML: {' '.join(str(err).split())}"]) from None
 
 

@@ -241,6 +241,20 @@ def test_an_alias_to_a_deep_node_counts_its_depth() -> None:
         parse_yaml(b"a: &a " + deep + b"\nb: " + b"[" * 50 + b"*a" + b"]" * 50 + b"\n", "x.yaml")
 
 
+@pytest.mark.parametrize(
+    "value",
+    [b"2026-13-45", b"2026-07-14 25:61:61", b"!!int x", b"!!float x", b"!!timestamp 2026-02-30"],
+)
+def test_a_yaml_value_its_type_cannot_hold_is_a_match_file_error(
+    tmp_path: Path, value: bytes
+) -> None:
+    """PyYAML raises ValueError, not YAMLError, for these: once a traceback."""
+    path = tmp_path / "m.yaml"
+    path.write_bytes(SEMI_BYTES.replace(b"date: 2026-07-15", b"date: " + value, 1))
+    with pytest.raises(MatchFileError, match="not valid YAML"):
+        load_match(path)
+
+
 SEMI_BYTES = bundled_path("semifinal").read_bytes()
 
 
@@ -256,7 +270,9 @@ def _match_bytes(draw: st.DrawFn) -> bytes:
         piece = draw(
             st.one_of(
                 st.binary(max_size=8),
-                st.sampled_from([b"[" * 500, b"{a: " * 300, b"&x ", b"*x", b"\x00", b"\xff"]),
+                st.sampled_from(
+                    [b"[" * 500, b"{a: " * 300, b"&x ", b"*x", b"\x00", b"\xff", b"2026-13-45"]
+                ),
             )
         )
         cut = draw(st.integers(0, 8))
