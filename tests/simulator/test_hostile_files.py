@@ -27,8 +27,10 @@ from simulator import (
     bundled_path,
     load_match,
     load_recording,
+    parse_json,
     parse_yaml,
 )
+from simulator._files import MAX_JSON_DEPTH, MAX_LINE_BYTES, MAX_YAML_DEPTH, MAX_YAML_NODES
 from simulator.importers import import_openfootball, import_statsbomb
 from tests._cli import run_cli
 
@@ -295,3 +297,17 @@ def test_any_match_file_bytes_load_or_give_a_match_file_error(data: bytes, suffi
             return
     assert error.problems
     assert str(path) in str(error)
+
+
+def test_the_documented_limits_are_the_limits_applied() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "match-format.md").read_text()
+    for kind in (MATCH_FILE, RECORDING, IMPORT_FILE, LOAD_REPORT):
+        assert f"{kind.max_bytes // 2**20} MiB" in doc, kind.name
+    assert f"{MAX_LINE_BYTES // 2**20} MiB per line" in doc
+    assert f"{MAX_JSON_DEPTH} levels: pydantic-core" in doc
+    assert f"{MAX_YAML_DEPTH} levels, counted" in doc
+    assert f"{MAX_YAML_NODES:,}: an alias bomb" in doc
+    # MAX_JSON_DEPTH states pydantic-core's own limit: say so if a release moves it.
+    assert parse_json(b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH, "x.json")
+    with pytest.raises(MatchFileError, match="nested deeper"):
+        parse_json(b"[" * (MAX_JSON_DEPTH + 2) + b"]" * (MAX_JSON_DEPTH + 2), "x.json")
