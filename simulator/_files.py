@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -180,7 +180,7 @@ def read_input(path: Path | str, kind: FileKind) -> bytes:
 
 def input_lines(
     path: Path | str, kind: FileKind, *, max_line: int = MAX_LINE_BYTES
-) -> Iterator[tuple[int, bytes]]:
+) -> Generator[tuple[int, bytes], None, None]:
     """The non-blank lines of ``path`` with their numbers (from 1), each at most ``max_line``.
 
     Raises:

@@ -84,14 +84,21 @@ def load_recording(path: str | Path) -> list[Recording]:
     path = Path(path)
     matches: dict[str, _Builder] = {}
     problems: list[str] = []
-    for n, line in input_lines(path, RECORDING):
+    lines = input_lines(path, RECORDING)
+    while len(problems) < _MAX_PROBLEMS:
+        try:
+            n, line = next(lines)
+        except StopIteration:
+            break
+        except MatchFileError as err:  # a line too long, or the file grew: reading stops here
+            if not problems:
+                raise
+            problems += err.problems
+            break
         try:
             _add(matches, line, path, n)
         except MatchFileError as err:
             problems += err.problems
-            if len(problems) >= _MAX_PROBLEMS:
-                break
-            continue
         except (DecodeError, ValidationError, ValueError) as err:
             reason = (
                 format_validation_error(err)
@@ -99,8 +106,7 @@ def load_recording(path: str | Path) -> list[Recording]:
                 else getattr(err, "reason", str(err))
             )
             problems.append(f"line {n}: {reason}")
-            if len(problems) >= _MAX_PROBLEMS:
-                break
+    lines.close()
     if problems:
         raise MatchFileError(path, problems)
     recorded = {m: b for m, b in matches.items() if b.events}

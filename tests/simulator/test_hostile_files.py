@@ -221,6 +221,10 @@ def test_a_line_longer_than_any_message_is_refused_before_it_is_parsed(tmp_path:
     path.write_bytes(GOOD_LINE + b"[" * (2 * 1024 * 1024) + b"\n")
     with pytest.raises(MatchFileError, match=r"line 2: longer than 1\.0 MiB"):
         load_recording(path)
+    path.write_bytes(GOOD_LINE + b"{bad\n" + b"[" * (2 * 1024 * 1024) + b"\n")
+    with pytest.raises(MatchFileError) as info:
+        load_recording(path)
+    assert [p.split(":")[0] for p in info.value.problems] == ["line 2", "line 3"]
 
 
 def test_yaml_anchors_and_aliases_within_bounds_still_load() -> None:
