@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from events import MatchState, apply, replay_state
-from simulator import ReplayOptions, bundled_path, load_match, parse_match
-from simulator._replay import _plan
+from events import MatchClock, MatchState, apply, encode_state, replay_state
+from simulator import Replayer, ReplayOptions, bundled_path, load_match, parse_match
+from simulator._replay import _plan, _start_index
+from tests.simulator.test_recording import FakeClock, FakePublisher
 
 #: Cards in the smaller of the two matches measured; the other has twice as many.
 CARDS = int(os.environ.get("MATCHCAST_MEMORY_TEST_CARDS", "20000"))
@@ -63,3 +64,20 @@ def test_states_computed_on_demand_equal_the_fold_in_any_order_of_reading(start:
     assert [states[i] for i in range(start, len(events))] == folded[start:]
     assert states[start] == folded[start], "going back folds again from the start"
     assert list(states) == folded
+
+
+async def test_the_state_payloads_a_replay_publishes_are_byte_for_byte_the_eager_fold() -> None:
+    """Computing states on demand changes no byte on the wire, a mid-match start included."""
+    match = _match_with_cards(40)
+    for start in (None, MatchClock.at(60)):
+        pub = FakePublisher()
+        opts = ReplayOptions(speed=None, start=start)
+        await Replayer(pub, opts, clock=FakeClock()).run(match)
+        initial, events, _states, _offsets = _plan(match, opts)
+        expected, state = [], initial
+        for e in events:
+            state = apply(state, e)
+            expected.append(encode_state(state))
+        begin = _start_index(events, start)
+        sent = [p for t, p, _ in pub.sent if t.endswith("/state")]
+        assert sent == expected[max(begin - 1, 0) :], start
