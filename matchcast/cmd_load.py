@@ -567,7 +567,7 @@ def _run_workers(shards: list[list[str]], child: list[str], console: Any) -> dic
     import tempfile  # noqa: PLC0415
 
     from matchcast import cli  # noqa: PLC0415
-    from matchcast.load import merge_reports  # noqa: PLC0415
+    from matchcast.load import MergeError, merge_reports, read_reports  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="mc-load-") as tmp:
         paths = [Path(tmp) / f"shard-{i}.json" for i in range(len(shards))]
@@ -615,11 +615,14 @@ def _run_workers(shards: list[list[str]], child: list[str], console: Any) -> dic
         bad = [(i, c) for i, c in enumerate(codes) if c not in ok]
         if bad:
             cli._fail(f"worker(s) failed: {', '.join(f'shard {i} exit {c}' for i, c in bad)}")
-        reports = [json.loads(p.read_text()) for p in paths if p.exists()]
-        if not reports:
-            console.print("interrupted before the first event was sent", markup=False)
-            raise cli._Exit(130)
-        merged = merge_reports(reports)
+        try:
+            reports = read_reports([p for p in paths if p.exists()])
+            if not reports:
+                console.print("interrupted before the first event was sent", markup=False)
+                raise cli._Exit(130)
+            merged = merge_reports(reports)
+        except MergeError as err:
+            cli._fail(f"cannot merge the workers' reports: {err}")
         merged["interrupted"] = interrupted or any(r.get("interrupted") for r in reports)
         return merged
 
@@ -632,18 +635,16 @@ def _merge(
     checks: list[Any],
 ) -> None:
     from matchcast import cli  # noqa: PLC0415
-    from matchcast.load import MergeError, merge_reports  # noqa: PLC0415
+    from matchcast.load import MergeError, merge_reports, read_reports  # noqa: PLC0415
 
     if not files:
         cli._fail(
             "matchcast load merge needs report files: merge a.json b.json --report all.json", 2
         )
     try:
-        reports = [json.loads(f.read_text()) for f in files]
-        merged = merge_reports(reports)
-    except (OSError, ValueError) as err:
-        reason = str(err) if isinstance(err, MergeError | OSError) else f"not JSON: {err}"
-        cli._fail(f"cannot merge: {reason}", 2)
+        merged = merge_reports(read_reports(files))
+    except MergeError as err:
+        cli._fail(f"cannot merge: {err}", 2)
     _output(merged, report, csv_path, chart, checks)
 
 

@@ -5,6 +5,18 @@ Depends on :mod:`events`; never on :mod:`consumers`.
 
 from simulator._chaos import ChaosStream, Emission, Fault, apply_chaos
 from simulator._chaos_spec import FAULTS, ChaosSpec, ChaosSpecError
+from simulator._files import (
+    IMPORT_FILE,
+    LOAD_REPORT,
+    MATCH_FILE,
+    RECORDING,
+    FileKind,
+    input_lines,
+    load_input,
+    parse_json,
+    parse_yaml,
+    read_input,
+)
 from simulator._generate import BASE_RATE, expected_goals, simulate_match
 from simulator._matchfile import (
     CardIncident,
@@ -43,6 +55,7 @@ from simulator._sources import (
     resolve_matches,
     resolve_sources,
 )
+from simulator._states import ReplayStates
 from simulator._timeline import Scheduled, expand, state_before
 from simulator._writer import MatchFormat, dump_match, write_match
 
@@ -51,6 +64,10 @@ __all__ = [
     "BUNDLED",
     "DEFAULT_MATCH",
     "FAULTS",
+    "IMPORT_FILE",
+    "LOAD_REPORT",
+    "MATCH_FILE",
+    "RECORDING",
     "RECORDING_SUFFIX",
     "RESOLVERS",
     "CardIncident",
@@ -62,6 +79,7 @@ __all__ = [
     "DisallowedIncident",
     "Emission",
     "Fault",
+    "FileKind",
     "GoalIncident",
     "Incident",
     "Kickoff",
@@ -74,6 +92,7 @@ __all__ = [
     "Recording",
     "ReplayOptions",
     "ReplayReport",
+    "ReplayStates",
     "Replayer",
     "Scheduled",
     "ShootoutKickSpec",
@@ -86,12 +105,17 @@ __all__ = [
     "dump_match",
     "expand",
     "expected_goals",
+    "input_lines",
     "is_recording",
     "kickoff_delays",
+    "load_input",
     "load_match",
     "load_recording",
     "matches_on",
+    "parse_json",
     "parse_match",
+    "parse_yaml",
+    "read_input",
     "resolve_matches",
     "resolve_sources",
     "select_matches",

@@ -10,12 +10,10 @@ event stream: kickoff, a clock tick for every minute, the incidents, half time, 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from events import (
@@ -29,6 +27,7 @@ from events import (
     TeamCode,
     TeamRef,
 )
+from simulator._files import MATCH_FILE, load_input
 from simulator._shootout import decided_at
 
 __all__ = [
@@ -427,20 +426,11 @@ def parse_match(data: Any, *, path: Path | str = "<match>") -> Match:
 def load_match(path: Path | str) -> Match:
     """Read and validate a match file (``.yaml``, ``.yml`` or ``.json``).
 
+    The file is bounded before it is read (see :mod:`simulator._files`): a regular file of at
+    most 8 MiB, JSON or YAML nested at most a hundred or so levels deep.
+
     Raises:
-        MatchFileError: the file is missing, unreadable, not YAML/JSON, or invalid.
+        MatchFileError: the file is missing, not a regular file, too big, unreadable, not
+            YAML/JSON, nested too deep, or invalid.
     """
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MatchFileError(path, ["no such file"]) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise MatchFileError(path, [f"cannot read: {err}"]) from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise MatchFileError(
-            path, [f"not valid {'JSON' if path.suffix == '.json' else 'YAML'}: {err}"]
-        ) from None
-    return parse_match(data, path=path)
+    return parse_match(load_input(path, MATCH_FILE), path=path)

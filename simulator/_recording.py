@@ -10,8 +10,6 @@ replay keeps the original timing, across matches too (see :meth:`Recording.lead`
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +25,8 @@ from events import (
     decode_event,
     format_validation_error,
 )
+from simulator._files import RECORDING, input_lines, parse_json
+from simulator._states import ReplayStates
 
 __all__ = ["RECORDING_SUFFIX", "Recording", "is_recording", "load_recording"]
 
@@ -41,7 +41,8 @@ class Recording:
     Attributes:
         initial: the state before the first event (a snapshot, or a new match).
         events: the events in the order recorded.
-        states: the state after each event, snapshots in the recording applied.
+        states: the state after each event, snapshots in the recording applied (computed as
+            they are read: see :class:`~simulator._states.ReplayStates`).
         offsets: seconds from the recording's first event to each event, as recorded.
     """
 
@@ -49,7 +50,7 @@ class Recording:
     path: Path
     initial: MatchState
     events: tuple[Event, ...]
-    states: tuple[MatchState, ...]
+    states: ReplayStates
     offsets: tuple[float, ...]
 
     def wall_offsets(self, speed: float | None) -> list[float]:
@@ -83,18 +84,9 @@ class _Builder:
     initial: MatchState | None = None
     state: MatchState | None = None
     events: list[Event] = field(default_factory=list)
-    states: list[MatchState] = field(default_factory=list)
+    shown: dict[int, MatchState] = field(default_factory=dict)  # see ReplayStates
+    resync: dict[int, MatchState] = field(default_factory=dict)
     times: list[float] = field(default_factory=list)
-
-
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    try:
-        with path.open("rb") as f:
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    yield n, line
-    except OSError as err:
-        raise MatchFileError(path, [f"cannot read it: {err.strerror or err}"]) from None
 
 
 def load_recording(path: str | Path) -> list[Recording]:
@@ -107,9 +99,21 @@ def load_recording(path: str | Path) -> list[Recording]:
     path = Path(path)
     matches: dict[str, _Builder] = {}
     problems: list[str] = []
-    for n, line in _lines(path):
+    lines = input_lines(path, RECORDING)
+    while len(problems) < _MAX_PROBLEMS:
         try:
-            _add(matches, line)
+            n, line = next(lines)
+        except StopIteration:
+            break
+        except MatchFileError as err:  # a line too long, or the file grew: reading stops here
+            if not problems:
+                raise
+            problems += err.problems
+            break
+        try:
+            _add(matches, line, path, n)
+        except MatchFileError as err:
+            problems += err.problems
         except (DecodeError, ValidationError, ValueError) as err:
             reason = (
                 format_validation_error(err)
@@ -117,38 +121,42 @@ def load_recording(path: str | Path) -> list[Recording]:
                 else getattr(err, "reason", str(err))
             )
             problems.append(f"line {n}: {reason}")
-            if len(problems) >= _MAX_PROBLEMS:
-                break
+    lines.close()
     if problems:
         raise MatchFileError(path, problems)
     recorded = {m: b for m, b in matches.items() if b.events}
     if not recorded:
         raise MatchFileError(path, ["no events in it: is it a recording (.jsonl)?"])
     t0 = min(t for b in recorded.values() for t in b.times)
-    return [
-        Recording(
-            match_id=m,
-            path=path,
-            initial=b.initial or MatchState.new(m),
-            events=tuple(b.events),
-            states=tuple(b.states),
-            offsets=tuple(t - t0 for t in b.times),
+    out = []
+    for m, b in recorded.items():
+        initial, events = b.initial or MatchState.new(m), tuple(b.events)
+        states = ReplayStates(initial, events, shown=b.shown, resync=b.resync)
+        out.append(
+            Recording(
+                match_id=m,
+                path=path,
+                initial=initial,
+                events=events,
+                states=states,
+                offsets=tuple(t - t0 for t in b.times),
+            )
         )
-        for m, b in recorded.items()
-    ]
+    return out
 
 
-def _add(matches: dict[str, _Builder], line: bytes) -> None:
-    data = json.loads(line) if line.lstrip().startswith(b'{"snapshot"') else None
+def _add(matches: dict[str, _Builder], line: bytes, path: Path, n: int) -> None:
+    data = parse_json(line, path, line=n)  # bounded: deep nesting is refused, not recursed into
     if isinstance(data, dict) and set(data) == {"snapshot"}:
         snapshot = MatchState.model_validate(data["snapshot"])
         b = matches.setdefault(snapshot.match_id, _Builder())
         if not b.events:
             b.initial = b.state = snapshot
         else:
+            last = len(b.events) - 1
             if snapshot.last_seq == b.events[-1].seq:
-                b.states[-1] = snapshot
-            b.state = snapshot
+                b.shown[last] = snapshot
+            b.resync[last] = b.state = snapshot
         return
     event = decode_event(line)
     b = matches.setdefault(event.match_id, _Builder())
@@ -157,5 +165,4 @@ def _add(matches: dict[str, _Builder], line: bytes) -> None:
     b.state = apply(b.state, event)
     due = event.scheduled_at or event.emitted_at
     b.events.append(event)
-    b.states.append(b.state)
     b.times.append(due.timestamp())

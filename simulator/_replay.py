@@ -29,7 +29,6 @@ from events import (
     Publisher,
     Reconnectable,
     Topics,
-    apply,
     encode_event,
     encode_state,
 )
@@ -37,6 +36,7 @@ from simulator._chaos import Emission, Fault, apply_chaos
 from simulator._chaos_spec import ChaosSpec
 from simulator._matchfile import Match
 from simulator._recording import Recording
+from simulator._states import ReplayStates
 from simulator._timeline import Scheduled, expand, state_before
 
 __all__ = ["Clock", "MonotonicClock", "ReplayOptions", "ReplayReport", "Replayer", "wall_offsets"]
@@ -157,23 +157,23 @@ def _start_index(events: list[Event], start: MatchClock | None) -> int:
 
 def _plan(
     source: Match | Recording, options: ReplayOptions
-) -> tuple[MatchState, list[Event], list[MatchState], list[float]]:
-    """The state before the first event, the events, the state after each, and wall offsets."""
+) -> tuple[MatchState, list[Event], ReplayStates, list[float]]:
+    """The state before the first event, the events, the state after each, and wall offsets.
+
+    The states are computed as the replay reaches them, so memory stays linear in the events.
+    """
     if isinstance(source, Recording):
         return (
             source.initial,
             list(source.events),
-            list(source.states),
+            source.states.copy(),
             source.wall_offsets(options.speed),
         )
     stream = expand(source)
-    initial = state = state_before(source, stream, 0)
-    states = []
-    for item in stream:
-        state = apply(state, item.event)
-        states.append(state)
+    initial = state_before(source, stream, 0)
+    events = [item.event for item in stream]
     offsets = wall_offsets(stream, options, source.break_minutes)
-    return initial, [item.event for item in stream], states, offsets
+    return initial, events, ReplayStates(initial, events), offsets
 
 
 class Replayer:
@@ -292,7 +292,7 @@ class _Run:
         self,
         replayer: Replayer,
         events: list[Event],
-        states: list[MatchState],
+        states: ReplayStates,
         offsets: list[float],
         base: float,
         t0: float,

@@ -19,7 +19,7 @@ from matchcast.load._accounting import (
 from matchcast.load._chart import Rates, rates, write_chart
 from matchcast.load._checks import CHECK_FIGURES, Check, CheckError, evaluate_checks, parse_check
 from matchcast.load._consume import SharedSource, run_consumer
-from matchcast.load._merge import MergeError, merge_reports
+from matchcast.load._merge import MergeError, merge_reports, read_reports
 from matchcast.load._metrics import RunnerMetrics
 from matchcast.load._report import REPORT_FORMAT, build_report, render_table
 from matchcast.load._run import (
@@ -82,6 +82,7 @@ __all__ = [
     "parse_probe_fields",
     "probe_filter",
     "rates",
+    "read_reports",
     "render_table",
     "run_consumer",
     "submit",

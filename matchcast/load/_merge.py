@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from events import MatchFileError
 from matchcast.load._accounting import (
     ConsumerAccount,
     StreamStats,
@@ -21,12 +24,35 @@ from matchcast.load._accounting import (
     new_histogram,
 )
 from matchcast.load._report import READABLE_FORMATS, REPORT_FORMAT, split_totals
+from simulator import LOAD_REPORT, parse_json, read_input
 
-__all__ = ["MergeError", "merge_reports"]
+__all__ = ["MergeError", "merge_reports", "read_reports"]
 
 
 class MergeError(ValueError):
     """The reports cannot be merged; the message says which and why."""
+
+
+def read_reports(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    """The load reports in ``paths``, each read within the bounds of every input file: a
+    regular file of at most 256 MiB, JSON nested at most 200 deep (see :mod:`simulator`).
+
+    Raises:
+        MergeError: a file cannot be read or is not a JSON object; the message names it.
+    """
+    reports = []
+    for path in paths:
+        try:
+            data = parse_json(read_input(path, LOAD_REPORT), path)
+        except MatchFileError as err:
+            raise MergeError(f"{path}: {'; '.join(err.problems)}") from None
+        if not isinstance(data, dict):
+            raise MergeError(
+                f"{path}: expected a matchcast load report (a JSON object), "
+                f"got {type(data).__name__}"
+            )
+        reports.append(data)
+    return reports
 
 
 def _accounts(reports: list[dict[str, Any]]) -> dict[str, ConsumerAccount]:
@@ -96,19 +122,33 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
     """One report from the reports of several shards of the same run.
 
     Raises:
-        MergeError: a report is of another format or lacks per-stream data (run each shard
-            with ``--shard i/n``, or use ``--workers``).
+        MergeError: a report is of another format, lacks per-stream data (run each shard
+            with ``--shard i/n``, or use ``--workers``), or lacks a field a report has.
     """
     if not reports:
         raise MergeError("no reports to merge")
     for i, r in enumerate(reports):
-        if r.get("kind") != "matchcast-load-report" or r.get("format") not in READABLE_FORMATS:
+        if (
+            not isinstance(r, dict)
+            or r.get("kind") != "matchcast-load-report"
+            or r.get("format") not in READABLE_FORMATS
+        ):
             formats = " or ".join(str(f) for f in READABLE_FORMATS)
             raise MergeError(f"report {i + 1} is not a matchcast load report (format {formats})")
         if r.get("streams") is None:
             raise MergeError(
                 f"report {i + 1} has no per-stream data: run each shard with --shard i/n"
             )
+    try:
+        return _merge(reports)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+        raise MergeError(
+            f"a report is damaged ({type(err).__name__}: {err}): "
+            "merge the reports the shards wrote, unedited"
+        ) from None
+
+
+def _merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
     expected: dict[str, int] = {}
     final_scores: dict[str, Any] = {}
     for r in reports:

@@ -18,10 +18,12 @@ import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+import pydantic_core
 import structlog
 
 from consumers import Subscriber
 from events import (
+    MAX_PAYLOAD_BYTES,
     BaseEvent,
     DecodeError,
     Event,
@@ -92,6 +94,17 @@ class StateReporter:
         self.reported += 1
 
 
+def _reported_state(payload: bytes, topic: str) -> MatchState:
+    """A consumer's report, parsed first by pydantic-core (which refuses deep nesting instead
+    of recursing), so one hostile report is rejected and the others are still read."""
+    if len(payload) <= MAX_PAYLOAD_BYTES:  # larger: decode_state refuses it unparsed
+        try:
+            pydantic_core.from_json(payload)
+        except ValueError as err:
+            raise DecodeError(f"not JSON: {err}", topic=topic, payload=payload) from None
+    return decode_state(payload, topic=topic)
+
+
 async def collect_reported_states(
     source: MessageSource,
     topics: Topics,
@@ -123,7 +136,7 @@ async def collect_reported_states(
                 continue
             consumer, _, match_id = message.topic[len(prefix) :].partition("/state/")
             try:
-                state = decode_state(message.payload, topic=message.topic)
+                state = _reported_state(message.payload, message.topic)
             except DecodeError as err:
                 _log.warning("state.rejected", topic=message.topic, reason=err.reason)
                 continue

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -12,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from events import MatchFileError
+from simulator._files import IMPORT_FILE, parse_json, read_input
 
 __all__ = ["MAX_PROBLEMS", "fail", "read_json", "record_path", "slug", "validation_problems"]
 
@@ -20,21 +20,14 @@ MAX_PROBLEMS = 20
 
 
 def read_json(path: Path) -> Any:
-    """The parsed JSON in ``path``.
+    """The parsed JSON in ``path``, bounded like every input file (see
+    :mod:`simulator._files`): a regular file of at most 64 MiB, nested at most 200 deep.
 
     Raises:
-        MatchFileError: missing, unreadable or not JSON.
+        MatchFileError: missing, not a regular file, too big, unreadable, not UTF-8 JSON, or
+            nested too deep.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MatchFileError(path, ["no such file"]) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise MatchFileError(path, [f"cannot read: {err}"]) from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise MatchFileError(path, [f"not valid JSON: {err}"]) from None
+    return parse_json(read_input(path, IMPORT_FILE), path)
 
 
 def record_path(loc: Sequence[int | str], root: str = "") -> str:
