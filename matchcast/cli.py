@@ -41,7 +41,14 @@ from matchcast.options import (
     TlsInsecureOpt,
     VerboseOpt,
 )
-from simulator import Match, Recording, ReplayOptions, resolve_matches, resolve_sources
+from simulator import (
+    RESEND_WINDOW_S,
+    Match,
+    Recording,
+    ReplayOptions,
+    resolve_matches,
+    resolve_sources,
+)
 
 __all__ = ["app", "main"]
 
@@ -335,6 +342,16 @@ def replay(
             "starting on its real kickoff time (the gap divided by --speed).",
         ),
     ] = None,
+    resend_window: Annotated[
+        float,
+        typer.Option(
+            "--resend-window",
+            min=0,
+            help="After a reconnect, re-send the events of the last SECONDS: a broker killed "
+            "loses what it took since its last save (mosquitto's autosave_interval, 1800 s by "
+            "default). Consumers drop what they already had. 0: only what was not acknowledged.",
+        ),
+    ] = RESEND_WINDOW_S,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -351,6 +368,7 @@ def replay(
         break_seconds=None if full_breaks else break_seconds,
         qos=qos,
         topics=_topics(root),
+        resend_window=resend_window,
     )
     from matchcast.app import run_replay  # noqa: PLC0415
 

@@ -25,11 +25,13 @@ from simulator._matchfile import (
 )
 from simulator._recording import RECORDING_SUFFIX, Recording, is_recording, load_recording
 from simulator._replay import (
+    RESEND_WINDOW_S,
     Clock,
     MonotonicClock,
     Replayer,
     ReplayOptions,
     ReplayReport,
+    new_run,
     wall_offsets,
 )
 from simulator._selection import kickoff_delays, matches_on, select_matches
@@ -49,6 +51,7 @@ __all__ = [
     "BUNDLED",
     "DEFAULT_MATCH",
     "RECORDING_SUFFIX",
+    "RESEND_WINDOW_S",
     "RESOLVERS",
     "CardIncident",
     "Clock",
@@ -82,6 +85,7 @@ __all__ = [
     "load_match",
     "load_recording",
     "matches_on",
+    "new_run",
     "parse_match",
     "resolve_matches",
     "resolve_sources",
