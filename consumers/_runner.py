@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import heapq
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -81,6 +82,8 @@ BLOCKING_WARN_S = 0.2
 MAX_MATCHES = 50_000
 #: Seconds a finished match stays in memory after its full time, by default.
 FINISHED_GRACE_S = 300.0
+#: At the bound, 1/this of it is evicted at once (the longest idle), to amortise the scan.
+_EVICT_SHARE = 20
 #: Messages between two sweeps of the finished matches past their grace.
 _SWEEP_EVERY = 4096
 
@@ -130,6 +133,7 @@ class _Lane:
     idle: asyncio.Event = field(default_factory=asyncio.Event)  # set when nothing is pending
     behind: bool = False
     finished: bool = False  # its full time is known and it waits for its grace to pass
+    active: int = 0  # the runner's message count when this match last had one: idleness
     skipped: int = 0
     pending: int = 0  # queued or being handled
     resync_asked: bool = False  # the retained snapshot was asked for again after a gap
@@ -218,8 +222,7 @@ class Runner:
         self._source: MessageSource | None = None
         self._parsed: dict[str, tuple[TopicKind, str]] = {}  # topic -> parsed, per match
         self.stats = RunnerStats()
-        #: Least recently active first: the order evictions go in.
-        self._lanes: collections.OrderedDict[str, _Lane] = collections.OrderedDict()
+        self._lanes: dict[str, _Lane] = {}
         self._registrations = [sub.registrations for sub in self.subscribers]
         self._routes: dict[tuple[type[Event], str], tuple[_Call, ...]] = {}
         self._routes_version = -1
@@ -473,19 +476,19 @@ class Runner:
             if kind == "state":
                 snapshot = decode_state(message.payload, topic=message.topic)
                 self._check_topic(snapshot.match_id, match_id, message)
-                lane = self._lane(snapshot.match_id)
+                lane = self._lanes.get(match_id) or self._lane(match_id)
+                lane.active = stats.received
                 self._enqueue(lane, lane.seq.on_snapshot(snapshot, retained=message.retain))
             else:
                 event = decode_event(message.payload, topic=message.topic)
                 if event.match_id != match_id:
                     self._check_topic(event.match_id, match_id, message)
-                lane = self._lane(match_id)
+                lane = self._lanes.get(match_id) or self._lane(match_id)
+                lane.active = stats.received
                 self._check_seq(lane, event, message)
                 self._enqueue(lane, lane.seq.on_event(event))
                 if lane.resync_asked or lane.seq.resync_from is not None:
                     self._ask_for_snapshot(lane)
-            if lane.seq.ended and not lane.finished:
-                self._finish_lane(lane)
         except UnknownEventTypeError as err:
             self._skip_unknown(err, match_id, message)
         except DecodeError as err:
@@ -518,8 +521,10 @@ class Runner:
     # ------------------------------------------------------------ bounded memory
 
     def _finish_lane(self, lane: _Lane) -> None:
-        lane.finished = True
-        self._finished.append((self._clock() + self.finished_grace_s, lane.match_id))
+        """A run of ``lane`` ended: forget the match once its grace has passed."""
+        if not lane.finished:
+            lane.finished = True
+            self._finished.append((self._clock() + self.finished_grace_s, lane.match_id))
 
     def _sweep(self) -> None:
         """Forget the finished matches whose grace has passed (and are not busy)."""
@@ -541,16 +546,17 @@ class Runner:
         finished.extendleft(reversed(busy))
 
     def _make_room(self) -> None:
-        """Past ``max_matches``: evict the longest-idle match, preferring one not busy."""
+        """At ``max_matches``: evict the longest-idle matches (idle ones before busy ones), a
+        twentieth of the bound at a time, so one scan is paid for many new matches."""
         self._sweep()
-        while len(self._lanes) >= self.max_matches:
-            victim = None
-            for i, lane in enumerate(self._lanes.values()):
-                if not lane.pending or i >= 64:
-                    victim = lane
-                    break
-            assert victim is not None
-            self._evict(victim, "bound")
+        lanes = self._lanes
+        if len(lanes) < self.max_matches:
+            return
+        count = len(lanes) - self.max_matches + max(1, self.max_matches // _EVICT_SHARE)
+        for lane in heapq.nsmallest(
+            count, lanes.values(), key=lambda lane: (lane.pending > 0, lane.active)
+        ):
+            self._evict(lane, "bound")
 
     def _evict(self, lane: _Lane, reason: Literal["finished", "bound"]) -> None:
         del self._lanes[lane.match_id]
@@ -642,21 +648,22 @@ class Runner:
         task.add_done_callback(self._dead_letter_tasks.discard)
 
     def _lane(self, match_id: str) -> _Lane:
-        """The lane of ``match_id``, made if new; marked the most recently active."""
+        """The lane of ``match_id``, made if new."""
         lanes = self._lanes
         lane = lanes.get(match_id)
         if lane is not None:
-            lanes.move_to_end(match_id)
             return lane
         if self._finished and self._finished[0][0] <= self._clock():
             self._sweep()
         if len(lanes) >= self.max_matches:
             self._make_room()
         sequencer = Sequencer(match_id, self.stats)
-        if (ended := self._ended_runs.pop(match_id, None)) is not None:
-            sequencer.run, sequencer.ended = ended, True
-        lane = _Lane(match_id, self.queue_size, sequencer)
+        lane = _Lane(match_id, self.queue_size, sequencer, active=self.stats.received)
+        sequencer.on_end = lambda: self._finish_lane(lane)
         lanes[match_id] = lane
+        if (ended := self._ended_runs.pop(match_id, None)) is not None:
+            sequencer.run, sequencer.ended = ended, True  # what it was told: still over
+            self._finish_lane(lane)
         return lane
 
     def _put(self, lane: _Lane, item: _Item) -> bool:

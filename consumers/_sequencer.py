@@ -30,6 +30,7 @@ No I/O and no asyncio: the runner feeds it and queues what it returns.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
@@ -95,6 +96,14 @@ class Sequencer:
     resync_from: int | None = None  # a snapshot with last_seq >= this replaces the state
     held: list[Event] = field(default_factory=list)
     last_emitted: dt.datetime | None = None  # only the run-0 guess needs it
+    #: Called once each time a run ends (its full time applied or adopted): the runner
+    #: starts the match's grace period then, with nothing to check per message.
+    on_end: Callable[[], None] | None = None
+
+    def _ended_if(self, finished: bool) -> None:
+        self.ended = finished
+        if finished and self.on_end is not None:
+            self.on_end()
 
     def _run_of(self, run: int, seq: int, stale_log: str) -> bool:
         """Sort a message by its run: False (and counted) when stale; a newer run restarts."""
@@ -131,7 +140,7 @@ class Sequencer:
                 return []
             held, self.held = self.held, []
             self.state = snapshot
-            self.ended = snapshot.status == "finished"
+            self._ended_if(snapshot.status == "finished")
             out: list[Delivery]
             if held and held[0].seq == snapshot.last_seq:
                 # The state published right after the first event we hold: resume with both.
@@ -147,7 +156,7 @@ class Sequencer:
             return out
         if self.resync_from is not None and snapshot.last_seq >= self.resync_from:
             self.state = snapshot
-            self.ended = snapshot.status == "finished"
+            self._ended_if(snapshot.status == "finished")
             self.resync_from = None
             self.stats.resyncs += 1
             log.info("state.synchronised", reason="gap", score=snapshot.scoreline)
@@ -234,7 +243,7 @@ class Sequencer:
             if self.last_emitted is None or event.emitted_at > self.last_emitted:
                 self.last_emitted = event.emitted_at
             if type(event) is FullTime:
-                self.ended = True
+                self._ended_if(True)
             return [(event, state)]
         check = check_sequence(state, event.seq)
         if check.kind == "duplicate":
@@ -262,5 +271,5 @@ class Sequencer:
         if self.last_emitted is None or event.emitted_at > self.last_emitted:
             self.last_emitted = event.emitted_at
         if type(event) is FullTime:
-            self.ended = True
+            self._ended_if(True)
         return [(event, self.state)]

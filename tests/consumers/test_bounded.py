@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from structlog.testing import capture_logs
 
 from consumers import Runner, Subscriber
@@ -22,8 +23,10 @@ def _as(match_id: str) -> list[Message]:
     ]
 
 
+@pytest.mark.slow
 async def test_100000_match_ids_never_track_more_than_the_bound() -> None:
-    """Past ``max_matches`` the longest-idle match goes, each eviction logged and counted."""
+    """Past ``max_matches`` the longest-idle matches go (a twentieth of the bound at a
+    time), each eviction logged and counted."""
     seen = 0
 
     def count(e: object, state: object) -> None:
@@ -46,10 +49,11 @@ async def test_100000_match_ids_never_track_more_than_the_bound() -> None:
                     await asyncio.sleep(0)  # as a real reader does between reads
             await runner.join()
     assert most == 100
-    assert len([e for e in logs if e["event"] == "match.evicted"]) == 100_000 - 100
-    assert runner.stats.evicted == 100_000 - 100
+    evicted = runner.stats.evicted
+    assert 100_000 - 100 <= evicted <= 100_000 - 95
+    assert len([e for e in logs if e["event"] == "match.evicted"]) == evicted
     assert seen == 100_000  # every kick-off handled before its match was evicted
-    assert sorted(runner.states) == sorted(f"m{i}" for i in range(99_900, 100_000))
+    assert set(runner.states) == {f"m{i}" for i in range(100_000 - runner.tracked, 100_000)}
 
 
 async def test_the_longest_idle_match_is_evicted_first_live_or_not() -> None:
