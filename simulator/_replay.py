@@ -233,7 +233,8 @@ class Replayer:
         self.window = asyncio.Semaphore(self.options.max_inflight)
 
     async def run(self, match: Match | Recording, *, delay_s: float = 0.0) -> ReplayReport:
-        """Replay ``match`` (a match file, or a recording) from ``options.start`` to the end.
+        """Replay ``match`` (a match file, or a recording) from ``options.start`` to the end,
+        as a new run (:func:`new_run`; ``ReplayReport.run`` says which).
 
         Args:
             match: the match, or a recording of one.
