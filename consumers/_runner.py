@@ -561,7 +561,8 @@ class Runner:
     def _evict(self, lane: _Lane, reason: Literal["finished", "bound"]) -> None:
         del self._lanes[lane.match_id]
         seq = lane.seq
-        if seq.ended:  # remember that the run is over, in a few bytes
+        if seq.ended and seq.run:  # remember that the run is over, in a few bytes (schema
+            # 1.0's run 0 cannot be told from the next replay's, so nothing is kept of it)
             self._ended_runs[lane.match_id] = seq.run
             self._ended_runs.move_to_end(lane.match_id)
             while len(self._ended_runs) > self.max_matches:
@@ -607,9 +608,11 @@ class Runner:
         task.add_done_callback(self._dead_letter_tasks.discard)
 
     def _check_seq(self, lane: _Lane, event: Event, message: Message) -> None:
-        if event.run != lane.seq.run:
-            return  # another run: the sequencer sorts it by run first
-        last = lane.seq.state.last_seq if lane.seq.state is not None else 0
+        seq = lane.seq
+        if event.run < seq.run:
+            return  # an older run's: the sequencer drops it as stale
+        # A newer run starts from nothing: its seqs are measured from 0.
+        last = seq.state.last_seq if seq.state is not None and event.run == seq.run else 0
         if event.seq > last + self.max_seq_jump:
             raise DecodeError(
                 f"seq {event.seq} is implausibly far past {last} (limit "

@@ -90,3 +90,24 @@ async def test_a_finished_match_leaves_memory_after_its_grace_and_stays_finished
     assert (evicted["match_id"], evicted["reason"]) == ("done", "finished")
     assert runner.stats.evicted == 1
     assert runner.stats.after_end == 3
+
+
+async def test_a_schema_10_match_can_be_replayed_again_after_it_left_memory() -> None:
+    """Run 0 (no run on the wire) cannot tell a new replay from a stale one by run: nothing is
+    remembered of it, and the old guess (a kick-off emitted later) starts it again."""
+    now = [0.0]
+    seen: list[int] = []
+    sub = Subscriber("s")
+    sub.on()(lambda e, state: seen.append(e.seq) if e.match_id == "old" else None)
+    runner = Runner([sub], topics=TOPICS, finished_grace_s=1.0, clock=lambda: now[0])
+    legacy = [e.model_copy(update={"run": 0, "match_id": "old"}) for e in EVENTS]
+    async with runner:
+        for event in legacy:
+            await runner.feed(Message(TOPICS.events("old"), encode_event(event)))
+        now[0] = 5.0
+        await runner.feed(_as("other")[0])  # a new match: the finished one is swept
+        assert "old" not in runner.states
+        for event in legacy[:3]:
+            await runner.feed(Message(TOPICS.events("old"), encode_event(event)))
+        await runner.join()
+    assert seen == [*range(1, len(EVENTS) + 1), 1, 2, 3]

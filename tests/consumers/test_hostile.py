@@ -59,6 +59,7 @@ CORPUS: list[bytes] = [
     b'{"schema_version": "1.9", "type": {"a": 1}}',
     GOOD.replace(MATCH.encode(), b"other-match"),  # match id not the topic's
     GOOD.replace(b'"seq":1', b'"seq":999999999'),  # implausible jump
+    GOOD.replace(b'"run":0', b'"run":5').replace(b'"seq":1', b'"seq":999999999'),  # of a new run
     GOOD.replace(b'"seq":1', b'"seq":' + b"9" * 5000),
     GOOD.replace(b'"run":0', b'"run":-1'),
     b'{"a":"' + b"\\ud800" * 1000 + b'"}',
