@@ -70,6 +70,9 @@ _ROUTES_CACHED = 10_000
 #: An event this far past the last seq applied is refused: a forged or corrupt seq would
 #: otherwise make every real event after it look like a duplicate.
 MAX_SEQ_JUMP = 10_000
+#: A run (its start, ms since the epoch) this far ahead of the consumer's clock is refused: a
+#: forged far-future run would otherwise make every real run after it look stale.
+MAX_RUN_AHEAD_MS = 24 * 3600 * 1000
 
 __all__ = ["HandlerCall", "Runner", "RunnerStats"]
 
@@ -478,6 +481,8 @@ class Runner:
                 self._check_topic(snapshot.match_id, match_id, message)
                 lane = self._lanes.get(match_id) or self._lane(match_id)
                 lane.active = stats.received
+                if snapshot.run > lane.seq.run:
+                    self._check_run(snapshot.run, message)
                 self._enqueue(lane, lane.seq.on_snapshot(snapshot, retained=message.retain))
             else:
                 event = decode_event(message.payload, topic=message.topic)
@@ -607,10 +612,25 @@ class Runner:
         self._dead_letter_tasks.add(task)
         task.add_done_callback(self._dead_letter_tasks.discard)
 
+    @staticmethod
+    def _check_run(run: int, message: Message) -> None:
+        """A newer run than the match's: refuse one that starts in the future (a day's leeway
+        for clocks that disagree); checked only when a run is new, never per event."""
+        limit = int(time.time() * 1000) + MAX_RUN_AHEAD_MS
+        if run > limit:
+            raise DecodeError(
+                f"run {run} starts more than a day after this consumer's clock; refusing it "
+                "rather than take every real run after it for a stale one",
+                topic=message.topic,
+                payload=message.payload,
+            )
+
     def _check_seq(self, lane: _Lane, event: Event, message: Message) -> None:
         seq = lane.seq
-        if event.run < seq.run:
-            return  # an older run's: the sequencer drops it as stale
+        if event.run != seq.run:
+            if event.run < seq.run:
+                return  # an older run's: the sequencer drops it as stale
+            self._check_run(event.run, message)
         # A newer run starts from nothing: its seqs are measured from 0.
         last = seq.state.last_seq if seq.state is not None and event.run == seq.run else 0
         if event.seq > last + self.max_seq_jump:

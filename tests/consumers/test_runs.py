@@ -191,3 +191,19 @@ async def test_a_newer_minors_unknown_event_type_is_skipped_in_place() -> None:
         11,
     )
     assert not h.logged("message.rejected")
+
+
+async def test_a_run_from_the_future_is_refused_not_a_restart() -> None:
+    """A forged run a year ahead would make the real replayer's runs stale: it is rejected."""
+    sub, seen = recorder()
+    future = 4_102_444_800_000  # 2100-01-01
+    forged = EVENTS[30].model_copy(update={"run": future, "seq": 1})
+    forged_state = STATES[30].model_copy(update={"run": future})
+    async with Harness(sub) as h:
+        await send_pairs(h, EVENTS[:30], STATES[:30])
+        await h.send(forged, forged_state)
+        await send_pairs(h, EVENTS[30:], STATES[30:])
+    assert event_seqs(seen) == list(range(1, LAST + 1))
+    assert h.stats.rejected == 2
+    assert h.stats.restarts == 0
+    assert all("more than a day" in e["reason"] for e in h.logged("message.rejected"))
