@@ -74,7 +74,7 @@ MAX_SEQ_JUMP = 10_000
 #: forged far-future run would otherwise make every real run after it look stale.
 MAX_RUN_AHEAD_MS = 24 * 3600 * 1000
 
-__all__ = ["HandlerCall", "Runner", "RunnerStats"]
+__all__ = ["MAX_MATCHES", "HandlerCall", "Runner", "RunnerStats"]
 
 _log = structlog.get_logger("matchcast.consumer")
 

@@ -246,6 +246,7 @@ def test_consume_says_what_is_wrong_with_its_arguments() -> None:
         (["consume", "scoreboard", "--exit-at-full-time"], "needs --match"),
         (["consume", "--list", "scoreboard"], "--list takes no plug-ins"),
         (["consume", "scoreboard", "scoreboard"], "two plug-ins share a name"),
+        (["consume", "scoreboard", "--max-matches", "0"], "--max-matches"),
     ]
     for args, message in cases:
         result = cli.invoke(app, args)
