@@ -20,9 +20,10 @@ rejected (``message.rejected``, counted, dead-lettered); a bug it trips is logge
 (``message.failed``), counted as rejected and dead-lettered too; the reader goes on.
 
 Memory is bounded by the number of matches tracked (``max_matches``): a finished match is
-forgotten ``finished_grace_s`` after its full time (its run is remembered, so a late
-redelivery of it is still refused), and past the bound the longest-idle match, live or not,
-is evicted first (``match.evicted``, counted as ``evicted``).
+forgotten ``finished_grace_s`` after its full time (its run is remembered, in a bounded map,
+so a late redelivery of it is still refused), and at the bound the longest-idle matches, live
+or not, are evicted first, a twentieth of the bound at a time (``match.evicted``, counted as
+``evicted``; handlers still queued for an evicted match are dropped).
 """
 
 from __future__ import annotations
@@ -178,7 +179,7 @@ class Runner:
         handler_timeout: seconds a handler may take before it is abandoned and counted.
         drain_timeout: seconds the lanes get to finish their queues on the way out.
         observer: called after every handler call; the test harness records them.
-        max_matches: matches tracked at once; past it the longest-idle one is evicted.
+        max_matches: matches tracked at once; at it the longest-idle ones are evicted.
         finished_grace_s: seconds a finished match is kept after its full time.
         clock: monotonic seconds, for the grace period; tests pass a fake.
     """
