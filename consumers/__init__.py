@@ -14,7 +14,7 @@ from consumers._plugins import (
     plugin_label,
     split_options,
 )
-from consumers._runner import HandlerCall, Runner, RunnerStats
+from consumers._runner import MAX_MATCHES, HandlerCall, Runner, RunnerStats
 from consumers._score import ScoreDict
 from consumers._subscriber import (
     Handler,
@@ -34,6 +34,7 @@ from consumers.ticker import Ticker
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "MAX_MATCHES",
     "DeadLetter",
     "Handler",
     "HandlerCall",

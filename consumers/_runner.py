@@ -13,6 +13,17 @@ A lane whose handlers are slower than its events fills its queue. The reader the
 queueing that match's events (counting them as ``overflowed``) while its sequencer keeps the
 state right; once the worker has worked the queue down to half, it hands the handlers that
 state through ``on_state`` and the lane carries on live. Other matches never wait.
+
+Each message crosses one boundary in :meth:`Runner._process`: whatever it does (decode,
+validate, order, apply, handlers) costs that message only. A payload that cannot be read is
+rejected (``message.rejected``, counted, dead-lettered); a bug it trips is logged
+(``message.failed``), counted as rejected and dead-lettered too; the reader goes on.
+
+Memory is bounded by the number of matches tracked (``max_matches``): a finished match is
+forgotten ``finished_grace_s`` after its full time (its run is remembered, in a bounded map,
+so a late redelivery of it is still refused), and at the bound the longest-idle matches, live
+or not, are evicted first, a twentieth of the bound at a time (``match.evicted``, counted as
+``evicted``; handlers still queued for an evicted match are dropped).
 """
 
 from __future__ import annotations
@@ -20,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import heapq
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -44,6 +56,7 @@ from events import (
     Publisher,
     TopicKind,
     Topics,
+    UnknownEventTypeError,
     decode_event,
     decode_state,
 )
@@ -58,13 +71,25 @@ _ROUTES_CACHED = 10_000
 #: An event this far past the last seq applied is refused: a forged or corrupt seq would
 #: otherwise make every real event after it look like a duplicate.
 MAX_SEQ_JUMP = 10_000
+#: A run (its start, ms since the epoch) this far ahead of the consumer's clock is refused: a
+#: forged far-future run would otherwise make every real run after it look stale.
+MAX_RUN_AHEAD_MS = 24 * 3600 * 1000
 
-__all__ = ["HandlerCall", "Runner", "RunnerStats"]
+__all__ = ["MAX_MATCHES", "HandlerCall", "Runner", "RunnerStats"]
 
 _log = structlog.get_logger("matchcast.consumer")
 
 #: A sync handler that runs this long (seconds) blocked every match; the runner says so.
 BLOCKING_WARN_S = 0.2
+
+#: Matches tracked at once by default: well above the 10,000 live matches a load test runs.
+MAX_MATCHES = 50_000
+#: Seconds a finished match stays in memory after its full time, by default.
+FINISHED_GRACE_S = 300.0
+#: At the bound, 1/this of it is evicted at once (the longest idle), to amortise the scan.
+_EVICT_SHARE = 20
+#: Messages between two sweeps of the finished matches past their grace.
+_SWEEP_EVERY = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +136,8 @@ class _Lane:
     wake: asyncio.Future[None] | None = None  # the idle worker waits on it
     idle: asyncio.Event = field(default_factory=asyncio.Event)  # set when nothing is pending
     behind: bool = False
+    finished: bool = False  # its full time is known and it waits for its grace to pass
+    active: int = 0  # the runner's message count when this match last had one: idleness
     skipped: int = 0
     pending: int = 0  # queued or being handled
     resync_asked: bool = False  # the retained snapshot was asked for again after a gap
@@ -152,6 +179,9 @@ class Runner:
         handler_timeout: seconds a handler may take before it is abandoned and counted.
         drain_timeout: seconds the lanes get to finish their queues on the way out.
         observer: called after every handler call; the test harness records them.
+        max_matches: matches tracked at once; at it the longest-idle ones are evicted.
+        finished_grace_s: seconds a finished match is kept after its full time.
+        clock: monotonic seconds, for the grace period; tests pass a fake.
     """
 
     def __init__(
@@ -166,9 +196,14 @@ class Runner:
         observer: Callable[[HandlerCall], None] | None = None,
         name: str = "consumer",
         max_seq_jump: int = MAX_SEQ_JUMP,
+        max_matches: int = MAX_MATCHES,
+        finished_grace_s: float = FINISHED_GRACE_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if queue_size < 2:
             raise ValueError(f"queue_size must be at least 2, not {queue_size}")
+        if max_matches < 1:
+            raise ValueError(f"max_matches must be at least 1, not {max_matches}")
         self.subscribers = list(subscribers)
         self.topics = topics or Topics()
         self.match_filter = match_filter
@@ -178,6 +213,13 @@ class Runner:
         self.observer = observer
         self.name = name
         self.max_seq_jump = max_seq_jump
+        self.max_matches = max_matches
+        self.finished_grace_s = finished_grace_s
+        self._clock = clock
+        #: Matches whose full time was applied, with when they may be forgotten, oldest first.
+        self._finished: collections.deque[tuple[float, str]] = collections.deque()
+        #: Runs that ended, of matches forgotten since: match id -> run (bounded, oldest out).
+        self._ended_runs: collections.OrderedDict[str, int] = collections.OrderedDict()
         #: Where rejected messages are copied (the connection, once :meth:`run` has one).
         self.dead_letters: Publisher | None = None
         self._dead_letter_tasks: set[asyncio.Task[None]] = set()  # and other side errands
@@ -200,6 +242,11 @@ class Runner:
     def states(self) -> dict[str, MatchState]:
         """The current state of every match seen so far."""
         return {m: lane.seq.state for m, lane in self._lanes.items() if lane.seq.state is not None}
+
+    @property
+    def tracked(self) -> int:
+        """How many matches the runner keeps in memory (at most ``max_matches``)."""
+        return len(self._lanes)
 
     @property
     def behind(self) -> list[str]:
@@ -414,7 +461,9 @@ class Runner:
         self._process(message)
 
     def _process(self, message: Message) -> None:
-        self.stats.received += 1
+        """One message, through the one boundary: its failure costs it alone."""
+        stats = self.stats
+        stats.received += 1
         parsed = self._parsed.get(message.topic)
         if parsed is None:
             parsed = self.topics.parse(message.topic) or _NOT_OURS
@@ -425,27 +474,118 @@ class Runner:
         kind, match_id = parsed
         if self.match_filter not in ("+", match_id):
             return
+        if not stats.received % _SWEEP_EVERY:
+            self._sweep()
         try:
             if kind == "state":
                 snapshot = decode_state(message.payload, topic=message.topic)
                 self._check_topic(snapshot.match_id, match_id, message)
-                lane = self._lane(snapshot.match_id)
+                lane = self._lanes.get(match_id) or self._lane(match_id)
+                lane.active = stats.received
+                if snapshot.run > lane.seq.run:
+                    self._check_run(snapshot.run, message)
                 self._enqueue(lane, lane.seq.on_snapshot(snapshot, retained=message.retain))
             else:
                 event = decode_event(message.payload, topic=message.topic)
                 if event.match_id != match_id:
                     self._check_topic(event.match_id, match_id, message)
                 lane = self._lanes.get(match_id) or self._lane(match_id)
+                lane.active = stats.received
                 self._check_seq(lane, event, message)
                 self._enqueue(lane, lane.seq.on_event(event))
                 if lane.resync_asked or lane.seq.resync_from is not None:
                     self._ask_for_snapshot(lane)
+        except UnknownEventTypeError as err:
+            self._skip_unknown(err, match_id, message)
         except DecodeError as err:
-            self.stats.rejected += 1
+            stats.rejected += 1
             _log.warning(
                 "message.rejected", topic=message.topic, reason=err.reason, excerpt=err.excerpt
             )
             self._dead_letter(message, err.reason)
+        except Exception as err:  # a bug this message tripped: it costs this message only
+            stats.rejected += 1
+            reason = f"internal error: {type(err).__name__}: {err}"[:500]
+            _log.exception(
+                "message.failed", topic=message.topic, reason=reason, excerpt=message.payload[:120]
+            )
+            self._dead_letter(message, reason)
+
+    def _skip_unknown(self, err: UnknownEventTypeError, match_id: str, message: Message) -> None:
+        """A newer minor's event type: skipped, counted, logged; its seq is passed over."""
+        self.stats.unknown_skipped += 1
+        _log.info(
+            "event.unknown_skipped",
+            topic=message.topic,
+            event_type=err.event_type,
+            schema_version=err.version,
+            seq=err.seq,
+        )
+        if err.match_id == match_id and (lane := self._lanes.get(match_id)) is not None:
+            lane.seq.on_unknown(err.seq, err.run)
+
+    # ------------------------------------------------------------ bounded memory
+
+    def _finish_lane(self, lane: _Lane) -> None:
+        """A run of ``lane`` ended: forget the match once its grace has passed."""
+        if not lane.finished:
+            lane.finished = True
+            self._finished.append((self._clock() + self.finished_grace_s, lane.match_id))
+
+    def _sweep(self) -> None:
+        """Forget the finished matches whose grace has passed (and are not busy)."""
+        now = self._clock()
+        finished = self._finished
+        busy: list[tuple[float, str]] = []
+        while finished and finished[0][0] <= now:
+            item = finished.popleft()
+            lane = self._lanes.get(item[1])
+            if lane is None:
+                continue  # evicted already
+            if not lane.seq.ended:  # a new run started since
+                lane.finished = False
+                continue
+            if lane.pending:
+                busy.append(item)
+                continue
+            self._evict(lane, "finished")
+        finished.extendleft(reversed(busy))
+
+    def _make_room(self) -> None:
+        """At ``max_matches``: evict the longest-idle matches (idle ones before busy ones), a
+        twentieth of the bound at a time, so one scan is paid for many new matches."""
+        self._sweep()
+        lanes = self._lanes
+        if len(lanes) < self.max_matches:
+            return
+        count = len(lanes) - self.max_matches + max(1, self.max_matches // _EVICT_SHARE)
+        for lane in heapq.nsmallest(
+            count, lanes.values(), key=lambda lane: (lane.pending > 0, lane.active)
+        ):
+            self._evict(lane, "bound")
+
+    def _evict(self, lane: _Lane, reason: Literal["finished", "bound"]) -> None:
+        del self._lanes[lane.match_id]
+        seq = lane.seq
+        if seq.ended and seq.run:  # remember that the run is over, in a few bytes (schema
+            # 1.0's run 0 cannot be told from the next replay's, so nothing is kept of it)
+            self._ended_runs[lane.match_id] = seq.run
+            self._ended_runs.move_to_end(lane.match_id)
+            while len(self._ended_runs) > self.max_matches:
+                self._ended_runs.popitem(last=False)
+        if lane.worker is not None and not lane.worker.done():
+            lane.worker.cancel()
+        self.stats.evicted += 1
+        log = _log.info if reason == "finished" else _log.warning
+        log(
+            "match.evicted",
+            match_id=lane.match_id,
+            reason=reason,
+            run=seq.run,
+            last_seq=seq.state.last_seq if seq.state is not None else 0,
+            dropped=lane.pending,
+            tracked=len(self._lanes),
+        )
 
     def _ask_for_snapshot(self, lane: _Lane) -> None:
         """After a gap, ask the broker for the retained snapshot again (by subscribing anew).
@@ -473,8 +613,27 @@ class Runner:
         self._dead_letter_tasks.add(task)
         task.add_done_callback(self._dead_letter_tasks.discard)
 
+    @staticmethod
+    def _check_run(run: int, message: Message) -> None:
+        """A newer run than the match's: refuse one that starts in the future (a day's leeway
+        for clocks that disagree); checked only when a run is new, never per event."""
+        limit = int(time.time() * 1000) + MAX_RUN_AHEAD_MS
+        if run > limit:
+            raise DecodeError(
+                f"run {run} starts more than a day after this consumer's clock; refusing it "
+                "rather than take every real run after it for a stale one",
+                topic=message.topic,
+                payload=message.payload,
+            )
+
     def _check_seq(self, lane: _Lane, event: Event, message: Message) -> None:
-        last = lane.seq.state.last_seq if lane.seq.state is not None else 0
+        seq = lane.seq
+        if event.run != seq.run:
+            if event.run < seq.run:
+                return  # an older run's: the sequencer drops it as stale
+            self._check_run(event.run, message)
+        # A newer run starts from nothing: its seqs are measured from 0.
+        last = seq.state.last_seq if seq.state is not None and event.run == seq.run else 0
         if event.seq > last + self.max_seq_jump:
             raise DecodeError(
                 f"seq {event.seq} is implausibly far past {last} (limit "
@@ -513,12 +672,30 @@ class Runner:
         task.add_done_callback(self._dead_letter_tasks.discard)
 
     def _lane(self, match_id: str) -> _Lane:
-        lane = self._lanes.get(match_id)
-        if lane is None:
-            lane = _Lane(match_id, self.queue_size, Sequencer(match_id, self.stats))
-            lane.worker = asyncio.ensure_future(self._work(lane))
-            self._lanes[match_id] = lane
+        """The lane of ``match_id``, made if new."""
+        lanes = self._lanes
+        lane = lanes.get(match_id)
+        if lane is not None:
+            return lane
+        if self._finished and self._finished[0][0] <= self._clock():
+            self._sweep()
+        if len(lanes) >= self.max_matches:
+            self._make_room()
+        sequencer = Sequencer(match_id, self.stats)
+        lane = _Lane(match_id, self.queue_size, sequencer, active=self.stats.received)
+        sequencer.on_end = lambda: self._finish_lane(lane)
+        lanes[match_id] = lane
+        if (ended := self._ended_runs.pop(match_id, None)) is not None:
+            sequencer.run, sequencer.ended = ended, True  # what it was told: still over
+            self._finish_lane(lane)
         return lane
+
+    def _put(self, lane: _Lane, item: _Item) -> bool:
+        """Queue ``item`` on ``lane``, starting its worker the first time it is needed (most
+        lanes with sync handlers never need one)."""
+        if lane.worker is None:
+            lane.worker = asyncio.ensure_future(self._work(lane))
+        return lane.put(item)
 
     def _enqueue(self, lane: _Lane, deliveries: list[Delivery]) -> None:
         for event, state in deliveries:
@@ -530,10 +707,10 @@ class Runner:
                 args = (state,) if event is None else (event, state)
                 left = self._call_sync(calls, 0, args, event, state)
                 if left is not None:
-                    lane.put((event, state, *left))
+                    self._put(lane, (event, state, *left))
                 continue
             if not lane.behind:
-                if lane.put((event, state, 0, None)):
+                if self._put(lane, (event, state, 0, None)):
                     continue
                 lane.behind = True
                 _log.warning(

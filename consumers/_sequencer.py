@@ -2,18 +2,27 @@
 
 A :class:`Sequencer` keeps one match's state (the reducer's output) and turns what arrives into
 *deliveries*: ``(event, state after it)`` for the event handlers, or ``(None, state)`` for the
-``on_state`` handlers. The rules, applied before any handler runs:
+``on_state`` handlers. Every message carries the replay *run* it belongs to (its start in ms;
+ordered, see docs/wire-format.md) and its seq within the run. The rules, applied before any
+handler runs, compare the run first, then the seq; nothing ever rewinds the state:
 
-- an event whose seq was already applied (a QoS 1 redelivery) is dropped;
+- a message of an older run than the one applied is stale (a broker redelivering a session
+  queue or a saved message) and dropped, counted as ``stale``;
+- a message of a newer run is a real restart: the match starts again from that run's
+  snapshot (or its kick-off), logged ``match.restarted``;
+- within a run, an event whose seq was already applied (a QoS 1 redelivery, a replayer's
+  re-sent window) is dropped, and a snapshot with ``last_seq`` not past the state is ignored;
 - an event past the next seq is a gap: reported, applied, and the state is replaced by the
-  next retained snapshot that covers it;
+  next snapshot of the run that covers it;
+- once the run's ``full_time`` is applied, no later event of that run is taken (``after_end``);
 - a retained snapshot seeds the state of a match joined mid-way, so nothing is counted twice;
 - an event that arrives before any state of its match (a persistent session resuming: the
   broker sends what it queued before the retained snapshot) is held until the snapshot
-  published right after it arrives, then delivered with it;
-- a new replay of a match reuses its seqs. An event with an old seq emitted after everything
-  applied so far (or a kick-off, seq 1, when the state came from a snapshot), and a live (not
-  retained) snapshot older than the state, start the match again from scratch.
+  published right after it arrives, then delivered with it.
+
+Payloads of schema 1.0 carry no run (read as run 0). Between two run-0 messages the old guess
+still applies, as the only one there is: an event with an old seq emitted after everything
+applied, and a live snapshot older than the state, start the match again.
 
 No I/O and no asyncio: the runner feeds it and queues what it returns.
 """
@@ -21,12 +30,13 @@ No I/O and no asyncio: the runner feeds it and queues what it returns.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import structlog
 
 from consumers._score import with_score_dict
-from events import Event, MatchState, apply, check_sequence
+from events import Event, FullTime, MatchState, apply, check_sequence
 
 __all__ = ["HOLD_LIMIT", "Delivery", "RunnerStats", "Sequencer"]
 
@@ -52,6 +62,10 @@ class RunnerStats:
     missing: int = 0
     resyncs: int = 0
     restarts: int = 0
+    stale: int = 0
+    after_end: int = 0
+    unknown_skipped: int = 0
+    evicted: int = 0
     handled: int = 0
     handler_errors: int = 0
     handler_timeouts: int = 0
@@ -70,27 +84,63 @@ class Sequencer:
 
     Attributes:
         state: the state as of the last delivery; None before any (or after a restart).
+        run: the run applied (or held, or ended); 0 until a message of a run arrives.
+        ended: the run's full time was applied: no later event of ``run`` is taken.
     """
 
     match_id: str
     stats: RunnerStats
     state: MatchState | None = None
+    run: int = 0
+    ended: bool = False
     resync_from: int | None = None  # a snapshot with last_seq >= this replaces the state
     held: list[Event] = field(default_factory=list)
-    last_emitted: dt.datetime | None = None
+    last_emitted: dt.datetime | None = None  # only the run-0 guess needs it
+    #: Called once each time a run ends (its full time applied or adopted): the runner
+    #: starts the match's grace period then, with nothing to check per message.
+    on_end: Callable[[], None] | None = None
+
+    def _ended_if(self, finished: bool) -> None:
+        self.ended = finished
+        if finished and self.on_end is not None:
+            self.on_end()
+
+    def _run_of(self, run: int, seq: int, stale_log: str) -> bool:
+        """Sort a message by its run: False (and counted) when stale; a newer run restarts."""
+        if run == self.run:
+            return True
+        if run < self.run:
+            self.stats.stale += 1
+            _log.info(stale_log, match_id=self.match_id, run=run, seq=seq, applied=self.run)
+            return False
+        if self.state is not None or self.held or self.ended:
+            self._restart(run)
+        self.run = run
+        return True
 
     def on_snapshot(self, snapshot: MatchState, *, retained: bool = True) -> list[Delivery]:
         """What a state snapshot of this match means; ``retained`` as the broker flagged it."""
         self.stats.snapshots += 1
+        if not self._run_of(snapshot.run, snapshot.last_seq, "state.stale_dropped"):
+            return []
         snapshot = with_score_dict(snapshot)
-        log = _log.bind(match_id=self.match_id, seq=snapshot.last_seq)
-        if not retained and self.state is not None and snapshot.last_seq < self.state.last_seq:
-            # States never go back within a run: a replay started again (``--from``). A
-            # *retained* older one is only a late delivery of what the broker held.
-            self._restart()
+        log = _log.bind(match_id=self.match_id, run=self.run, seq=snapshot.last_seq)
+        if (
+            self.run == 0
+            and not retained
+            and self.state is not None
+            and snapshot.last_seq < self.state.last_seq
+        ):
+            # Schema 1.0's guess, without a run to go by: a replay started again (``--from``).
+            self._restart(0)
         if self.state is None:
+            if self.ended:  # what the runner forgot after full time: still over
+                self.stats.stale += 1
+                log.info("state.stale_dropped", reason="run ended")
+                return []
             held, self.held = self.held, []
             self.state = snapshot
+            self._ended_if(snapshot.status == "finished")
             out: list[Delivery]
             if held and held[0].seq == snapshot.last_seq:
                 # The state published right after the first event we hold: resume with both.
@@ -106,17 +156,30 @@ class Sequencer:
             return out
         if self.resync_from is not None and snapshot.last_seq >= self.resync_from:
             self.state = snapshot
+            self._ended_if(snapshot.status == "finished")
             self.resync_from = None
             self.stats.resyncs += 1
             log.info("state.synchronised", reason="gap", score=snapshot.scoreline)
             return [(None, snapshot)]
-        return []
+        return []  # within the run, never back: an old or redelivered snapshot changes nothing
 
     def on_event(self, event: Event) -> list[Delivery]:
         """What an event of this match means."""
         self.stats.events += 1
-        if self._is_new_run(event):
-            self._restart()
+        if event.run != self.run and not self._run_of(event.run, event.seq, "event.stale_dropped"):
+            return []
+        if self.run == 0 and self._is_new_run(event):
+            self._restart(0)
+        if self.ended and (self.state is None or event.seq > self.state.last_seq):
+            self.stats.after_end += 1
+            _log.info(
+                "event.after_end_refused",
+                match_id=self.match_id,
+                run=self.run,
+                seq=event.seq,
+                type=event.type,
+            )
+            return []
         if self.state is None:
             if event.seq > 1:
                 self.held.append(event)
@@ -126,8 +189,20 @@ class Sequencer:
                     )
                     return []
                 return self.release()
-            self.state = MatchState.new(event.match_id)
+            self.state = MatchState.new(event.match_id, run=self.run)
         return self._sequence(event)
+
+    def on_unknown(self, seq: int, run: int) -> None:
+        """A newer minor's event of a type this build does not know: skip it, in place.
+
+        When it is the next seq of the run, the state moves past it (no handler runs), so the
+        event after it is not taken for a gap.
+        """
+        state = self.state
+        if run != self.run or state is None or self.ended:
+            return
+        if seq == state.last_seq + 1:
+            self.state = state.model_copy(update={"last_seq": seq})
 
     def release(self) -> list[Delivery]:
         """Stop waiting for a snapshot: deliver the held events from an empty state."""
@@ -135,10 +210,11 @@ class Sequencer:
             return []
         _log.warning("state.snapshot_missing", match_id=self.match_id, held=len(self.held))
         held, self.held = self.held, []
-        self.state = MatchState.new(self.match_id)
+        self.state = MatchState.new(self.match_id, run=self.run)
         return [d for event in held for d in self._sequence(event)]
 
     def _is_new_run(self, event: Event) -> bool:
+        """Schema 1.0's guess (run 0 on both sides): an old seq emitted after all applied."""
         if self.state is None or event.seq > self.state.last_seq:
             return False
         # A redelivery was emitted with an event applied already; a new run, after all of them.
@@ -147,11 +223,17 @@ class Sequencer:
             return event.seq == 1
         return event.emitted_at > self.last_emitted
 
-    def _restart(self) -> None:
-        assert self.state is not None
+    def _restart(self, run: int) -> None:
         self.stats.restarts += 1
-        _log.info("match.restarted", match_id=self.match_id, last_seq=self.state.last_seq)
+        _log.info(
+            "match.restarted",
+            match_id=self.match_id,
+            last_seq=self.state.last_seq if self.state is not None else 0,
+            run=self.run,
+            new_run=run,
+        )
         self.state, self.resync_from, self.last_emitted, self.held = None, None, None, []
+        self.ended = False
 
     def _sequence(self, event: Event) -> list[Delivery]:
         state = self.state
@@ -160,6 +242,8 @@ class Sequencer:
             self.state = state = with_score_dict(apply(state, event))
             if self.last_emitted is None or event.emitted_at > self.last_emitted:
                 self.last_emitted = event.emitted_at
+            if type(event) is FullTime:
+                self._ended_if(True)
             return [(event, state)]
         check = check_sequence(state, event.seq)
         if check.kind == "duplicate":
@@ -186,4 +270,6 @@ class Sequencer:
         self.state = with_score_dict(apply(state, event))
         if self.last_emitted is None or event.emitted_at > self.last_emitted:
             self.last_emitted = event.emitted_at
+        if type(event) is FullTime:
+            self._ended_if(True)
         return [(event, self.state)]

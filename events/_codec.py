@@ -133,7 +133,8 @@ def decode_event(payload: bytes, *, topic: str = "") -> Event:
     try:
         if not newer:
             return EventAdapter.validate_python(data)
-        if data.get("type") in _KNOWN_TYPES:
+        kind = data.get("type")
+        if isinstance(kind, str) and kind in _KNOWN_TYPES:
             return EventAdapter.validate_python(data, extra="ignore")
     except ValidationError as err:
         raise DecodeError(format_validation_error(err), topic=topic, payload=payload) from None

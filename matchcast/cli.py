@@ -61,6 +61,7 @@ from matchcast.options import (
     VerboseOpt,
 )
 from simulator import (
+    RESEND_WINDOW_S,
     ChaosSpecError,
     Match,
     Recording,
@@ -514,6 +515,16 @@ def replay(
     seed: SeedOpt = 0,
     chaos_log: ChaosLogOpt = None,
     truth: TruthOpt = None,
+    resend_window: Annotated[
+        float,
+        typer.Option(
+            "--resend-window",
+            min=0,
+            help="After a reconnect, re-send the events of the last SECONDS: a broker killed "
+            "loses what it took since its last save (mosquitto's autosave_interval, 1800 s by "
+            "default). Consumers drop what they already had. 0: only what was not acknowledged.",
+        ),
+    ] = RESEND_WINDOW_S,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -536,6 +547,7 @@ def replay(
         topics=_topics(root),
         chaos=chaos_spec,
         seed=seed,
+        resend_window=resend_window,
     )
     _check_start(matches, options.start, start or "")
     from matchcast.app import run_replay  # noqa: PLC0415

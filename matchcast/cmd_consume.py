@@ -26,7 +26,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from consumers import PluginError, Runner, Subscriber, installed_plugins, load_plugin, split_options
+from consumers import (
+    MAX_MATCHES,
+    PluginError,
+    Runner,
+    Subscriber,
+    installed_plugins,
+    load_plugin,
+    split_options,
+)
 from events import MatchState
 from matchcast.broker import DEFAULT_HOST
 from matchcast.cli import (
@@ -138,6 +146,15 @@ def consume(
             "--drain-timeout", min=0, help="Seconds handlers get to finish on the way out."
         ),
     ] = 30.0,
+    max_matches: Annotated[
+        int,
+        typer.Option(
+            "--max-matches",
+            min=1,
+            help="Matches tracked at once; past it the longest-idle ones are forgotten first "
+            "(finished ones leave 5 minutes after their full time anyway).",
+        ),
+    ] = MAX_MATCHES,
     exit_at_full_time: Annotated[
         bool, typer.Option("--exit-at-full-time", help="Exit once the match (--match) is over.")
     ] = False,
@@ -179,6 +196,7 @@ def consume(
         queue_size=queue_size,
         handler_timeout=handler_timeout,
         drain_timeout=drain_timeout,
+        max_matches=max_matches,
     )
 
     async def go() -> dict[str, MatchState]:

@@ -221,8 +221,8 @@ class Harness:
         key = _clock(start).sort_key if start is not None else None
         for event in events:
             state = self._published.get(event.match_id)
-            if state is None or event.seq <= state.last_seq:
-                state = MatchState.new(event.match_id)
+            if state is None or event.run != state.run or event.seq <= state.last_seq:
+                state = MatchState.new(event.match_id, run=event.run)
             if key is not None and event.clock.sort_key < key:
                 self._published[event.match_id] = apply(state, event)
                 continue

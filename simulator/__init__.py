@@ -39,11 +39,13 @@ from simulator._matchfile import (
 )
 from simulator._recording import RECORDING_SUFFIX, Recording, is_recording, load_recording
 from simulator._replay import (
+    RESEND_WINDOW_S,
     Clock,
     MonotonicClock,
     Replayer,
     ReplayOptions,
     ReplayReport,
+    new_run,
     wall_offsets,
 )
 from simulator._selection import kickoff_delays, matches_on, select_matches
@@ -69,6 +71,7 @@ __all__ = [
     "MATCH_FILE",
     "RECORDING",
     "RECORDING_SUFFIX",
+    "RESEND_WINDOW_S",
     "RESOLVERS",
     "CardIncident",
     "ChaosSpec",
@@ -112,6 +115,7 @@ __all__ = [
     "load_match",
     "load_recording",
     "matches_on",
+    "new_run",
     "parse_json",
     "parse_match",
     "parse_yaml",

@@ -6,11 +6,24 @@ replay. Breaks (half time, ...) are compressed to a few wall seconds by default.
 
 Per event it publishes two messages: the event on the match's events topic, then the state
 after it, retained, on the match's state topic, so a late subscriber knows the score at once.
+
+Each call of :meth:`Replayer.run` is a new *run* of its match: every event and state it
+publishes carries ``run``, the run's start in milliseconds since the Unix epoch, so consumers
+can tell a restarted replay (a larger run) from a stale or redelivered message of an earlier
+one. Within a run, seqs are 1, 2, 3, ... and never reused.
+
+A broker killed without warning (SIGKILL, power loss) loses what it acknowledged since its
+last save: mosquitto saves every ``autosave_interval`` seconds (1800 by default), and the
+retained state and its clients' session queues go back with it. So after a reconnect the
+replayer re-sends the events (and states) it published in the last ``resend_window`` seconds,
+not only those the broker had not acknowledged; consumers drop by seq what they already
+handled, and nothing is missing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import datetime as dt
 import time
 from collections.abc import Callable
@@ -39,9 +52,33 @@ from simulator._recording import Recording
 from simulator._states import ReplayStates
 from simulator._timeline import Scheduled, expand, state_before
 
-__all__ = ["Clock", "MonotonicClock", "ReplayOptions", "ReplayReport", "Replayer", "wall_offsets"]
+__all__ = [
+    "RESEND_WINDOW_S",
+    "Clock",
+    "MonotonicClock",
+    "ReplayOptions",
+    "ReplayReport",
+    "Replayer",
+    "new_run",
+    "wall_offsets",
+]
 
 _log = structlog.get_logger("matchcast.replay")
+
+#: Seconds of recent events re-sent after a reconnect by default: mosquitto's default
+#: ``autosave_interval`` (1800 s), plus a minute of margin.
+RESEND_WINDOW_S = 1860.0
+
+_last_run = 0
+
+
+def new_run(now: dt.datetime) -> int:
+    """The id of a run starting at ``now``: ms since the Unix epoch, and larger than every
+    run this process made before (two runs in one millisecond still differ)."""
+    global _last_run  # noqa: PLW0603 - one counter per process, by design
+    run = max(int(now.timestamp() * 1000), _last_run + 1)
+    _last_run = run
+    return run
 
 
 class Clock(Protocol):
@@ -92,6 +129,9 @@ class ReplayOptions:
         max_inflight: messages awaiting acknowledgement at once at ``speed=None``.
         chaos: faults to inject (see :mod:`simulator._chaos`); None for a clean stream.
         seed: the seed of the chaos: the same seed makes the same faults.
+        resend_window: after a reconnect, re-send the events published in the last this
+            many wall seconds (a broker killed loses what it acknowledged since its last
+            save); 0 re-sends only what the broker had not acknowledged.
     """
 
     speed: float | None = 60.0
@@ -103,6 +143,7 @@ class ReplayOptions:
     max_inflight: int = 64
     chaos: ChaosSpec | None = None
     seed: int = 0
+    resend_window: float = RESEND_WINDOW_S
 
 
 @dataclass(slots=True)
@@ -116,13 +157,18 @@ class ReplayReport:
         lateness_s: per event, seconds between its deadline and its publish call.
         duration_s: wall seconds from start to the last acknowledgement.
         final_state: the state after the last event.
-        reconnects: connections replaced mid-replay (each resumed at the first event the
-            broker had not acknowledged).
+        reconnects: connections replaced mid-replay (each resumed ``resend_window`` back,
+            or at the first event the broker had not acknowledged if that is earlier).
+        resent: events published again after a reconnect: the window, and any in flight
+            when the connection dropped.
+        run: the run's id (its start, ms since the Unix epoch), on every message it sent.
         faults: under chaos, every fault injected, in send order.
         truth: under chaos, the true final state (the one a correct consumer ends with).
     """
 
     match_id: str
+    run: int = 0
+    resent: int = 0
     published: int = 0
     first_seq: int = 0
     last_seq: int = 0
@@ -197,7 +243,8 @@ class Replayer:
         self.window = asyncio.Semaphore(self.options.max_inflight)
 
     async def run(self, match: Match | Recording, *, delay_s: float = 0.0) -> ReplayReport:
-        """Replay ``match`` (a match file, or a recording) from ``options.start`` to the end.
+        """Replay ``match`` (a match file, or a recording) from ``options.start`` to the end,
+        as a new run (:func:`new_run`; ``ReplayReport.run`` says which).
 
         Args:
             match: the match, or a recording of one.
@@ -208,10 +255,13 @@ class Replayer:
         if delay_s > 0 and opts.speed is not None:
             _log.info("replay.delayed", match_id=match.match_id, delay_s=round(delay_s, 3))
             await self.clock.sleep_until(self.clock.now() + delay_s)
+        run_id = new_run(self.wall_now())
         initial, events, states, offsets = _plan(match, opts)
+        initial = initial.model_copy(update={"run": run_id})
+        states = states.with_run(run_id)  # still computed as the replay reaches each
         begin = _start_index(events, opts.start)
-        log = _log.bind(match_id=match.match_id)
-        report = ReplayReport(match_id=match.match_id)
+        log = _log.bind(match_id=match.match_id, run=run_id)
+        report = ReplayReport(match_id=match.match_id, run=run_id)
         state = states[begin - 1] if begin else initial
         base = offsets[begin] if begin < len(events) else 0.0
         state_topic = opts.topics.state(match.match_id)
@@ -259,7 +309,7 @@ class Replayer:
                 log.warning("replay.connection_lost", reason=reason, last_seq=report.last_seq)
                 await self.publisher.reconnect()
                 report.reconnects += 1
-                index = run.first_unacked()
+                index = max(begin, run.resume_index(opts.resend_window))
                 state = states[index - 1] if index else initial
                 # The broker may have lost its retained messages: say where we are first.
                 await self.publisher.publish(
@@ -269,7 +319,12 @@ class Replayer:
                     retain=True,
                     props=_state_props(state),
                 )
-                log.info("replay.resumed", from_seq=index + 1, score=state.scoreline)
+                log.info(
+                    "replay.resumed",
+                    from_seq=index + 1,
+                    unacked_from_seq=run.first_unacked() + 1,
+                    score=state.scoreline,
+                )
         except asyncio.CancelledError:
             log.warning("replay.interrupted", last_seq=report.last_seq, published=report.published)
             raise
@@ -279,6 +334,7 @@ class Replayer:
             "replay.finished",
             published=report.published,
             reconnects=report.reconnects,
+            resent=report.resent,
             duration_s=round(report.duration_s, 3),
             score=state.scoreline,
         )
@@ -315,10 +371,22 @@ class _Run:
         self.log = log
         self.unacked: dict[int, int] = {}  # seq -> messages of it not yet acknowledged
         self.next_index = 0
+        self.sent_index: list[int] = []  # indices published, in order (first time only)
+        self.sent_at: list[float] = []  # and when, on the monotonic clock
+        self.high_water = 0  # one past the last index ever published
 
     def first_unacked(self) -> int:
-        """Index of the first event not fully acknowledged: where a resumed replay starts."""
+        """Index of the first event not fully acknowledged."""
         return min(self.unacked) - 1 if self.unacked else self.next_index
+
+    def resume_index(self, window_s: float) -> int:
+        """Where a reconnected replay starts: the first event published in the last
+        ``window_s`` seconds, or the first not acknowledged if that is earlier."""
+        first = self.first_unacked()
+        at = bisect.bisect_left(self.sent_at, self.clock.now() - window_s)
+        if at < len(self.sent_index):
+            first = min(first, self.sent_index[at])
+        return first
 
     async def publish_from(self, index: int) -> None:
         opts = self.options
@@ -340,11 +408,13 @@ class _Run:
                 late = self.clock.now() - deadline
                 event = self.events[i].model_copy(
                     update={
+                        "run": report.run,
                         "emitted_at": self.wall_now(),
                         "scheduled_at": self.wall0 + dt.timedelta(seconds=offset - self.base),
                     }
                 )
                 state = self.states[i]
+                resent = i < self.high_water
                 self.unacked[event.seq] = 2
                 self.next_index = i + 1
                 # One task per message, created in order: tasks start in creation order, so
@@ -360,6 +430,12 @@ class _Run:
                     )
                     sends.add(send)
                     send.add_done_callback(sends.discard)
+                if resent:
+                    report.resent += 1
+                    continue
+                self.high_water = i + 1
+                self.sent_index.append(i)
+                self.sent_at.append(self.clock.now())
                 report.lateness_s.append(late if opts.speed is not None else 0.0)
                 report.published += 1
                 report.first_seq = report.first_seq or event.seq
@@ -425,7 +501,7 @@ class _Chaos:
         opts = replayer.options
         assert opts.chaos is not None
         wall0 = replayer.wall_now()
-        run_id = int(wall0.timestamp() * 1000)
+        run_id = report.run  # this replay's run (new_run); a restart's is larger
         start = initial.model_copy(update={"run": run_id})
         stream = apply_chaos(
             events, offsets, start, opts.chaos, seed=opts.seed, key=report.match_id, run=run_id

@@ -56,6 +56,19 @@ class ReplayStates(Sequence[MatchState]):
         """The same states with a cursor of their own (for a second replay at the same time)."""
         return ReplayStates(self._initial, self._events, shown=self._shown, resync=self._resync)
 
+    def with_run(self, run: int) -> ReplayStates:
+        """The same states, each of run ``run`` (the reducer keeps the initial state's run)."""
+
+        def stamp(states: Mapping[int, MatchState]) -> dict[int, MatchState]:
+            return {i: s.model_copy(update={"run": run}) for i, s in states.items()}
+
+        return ReplayStates(
+            self._initial.model_copy(update={"run": run}),
+            self._events,
+            shown=stamp(self._shown),
+            resync=stamp(self._resync),
+        )
+
     def __len__(self) -> int:
         return len(self._events)
 

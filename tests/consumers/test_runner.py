@@ -12,6 +12,7 @@ import pytest
 from consumers import HandlerCall, PluginError, Runner, Subscriber
 from consumers._sequencer import HOLD_LIMIT
 from events import (
+    SCHEMA_VERSION,
     BaseEvent,
     BatchSource,
     BrokerError,
@@ -248,7 +249,10 @@ async def test_malformed_messages_are_logged_and_skipped() -> None:
     bad = [
         Message(topics.events(MATCH), b"not json"),
         Message(topics.events(MATCH), b'{"type": "goal"}'),
-        Message(topics.events(MATCH), encode_event(EVENTS[0]).replace(b'"1.0"', b'"9.0"')),
+        Message(
+            topics.events(MATCH),
+            encode_event(EVENTS[0]).replace(f'"{SCHEMA_VERSION}"'.encode(), b'"9.0"'),
+        ),
         Message(topics.state(MATCH), b"[]"),
     ]
     async with Harness(sub, topics=topics) as h:

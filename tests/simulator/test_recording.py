@@ -131,13 +131,14 @@ async def test_a_replayed_recording_keeps_its_original_timing(tmp_path: Path, sp
     assert clock.deadlines == pytest.approx([o / speed for o in rec.offsets])
     assert report.published == len(EVENTS)
     sent = [decode_event(p) for t, p, _ in pub.sent if t.endswith("/events")]
-    strip = {"emitted_at", "scheduled_at"}
+    strip = {"emitted_at", "scheduled_at", "run"}
     assert [e.model_dump(exclude=strip) for e in sent] == [
         e.model_dump(exclude=strip) for e in EVENTS
     ]
+    assert {e.run for e in sent} == {report.run}  # a replay of a recording is a run of its own
     states = [decode_state(p) for t, p, _ in pub.sent if t.endswith("/state")]
-    assert states == STATES
-    assert report.final_state == STATES[-1]
+    assert states == [s.model_copy(update={"run": report.run}) for s in STATES]
+    assert report.final_state == states[-1]
 
 
 async def test_a_recording_that_starts_mid_match_publishes_its_snapshot_first(

@@ -12,6 +12,7 @@ import pytest
 from events import MatchClock, MatchState, apply, encode_state, replay_state
 from simulator import Replayer, ReplayOptions, bundled_path, load_match, parse_match
 from simulator._replay import _plan, _start_index
+from simulator._states import ReplayStates
 from tests.simulator.test_recording import FakeClock, FakePublisher
 
 #: Cards in the smaller of the two matches measured; the other has twice as many.
@@ -72,12 +73,21 @@ async def test_the_state_payloads_a_replay_publishes_are_byte_for_byte_the_eager
     for start in (None, MatchClock.at(60)):
         pub = FakePublisher()
         opts = ReplayOptions(speed=None, start=start)
-        await Replayer(pub, opts, clock=FakeClock()).run(match)
+        report = await Replayer(pub, opts, clock=FakeClock()).run(match)
         initial, events, _states, _offsets = _plan(match, opts)
-        expected, state = [], initial
+        expected, state = [], initial.model_copy(update={"run": report.run})
         for e in events:
             state = apply(state, e)
             expected.append(encode_state(state))
         begin = _start_index(events, start)
         sent = [p for t, p, _ in pub.sent if t.endswith("/state")]
         assert sent == expected[max(begin - 1, 0) :], start
+
+
+def test_a_run_is_stamped_on_every_state_without_computing_them_all() -> None:
+    """The replayer gives each run its id; the states stay computed on demand."""
+    _, _, states, _ = _plan(load_match(bundled_path("semifinal")), ReplayOptions())
+    stamped = states.with_run(42)
+    assert isinstance(stamped, ReplayStates)
+    assert {s.run for s in stamped} == {42}
+    assert [s.model_copy(update={"run": 0}) for s in stamped] == list(states)

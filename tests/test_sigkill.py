@@ -1,0 +1,127 @@
+"""20 SIGKILLs of a persistent mosquitto during replays: each seq is handled exactly once.
+
+A broker killed loses what it acknowledged since its last save; its session queues and its
+retained state go back to that save, and it redelivers messages the consumer already handled.
+The replayer re-sends its recent window after each reconnect, and the consumer (a persistent
+session, as ``consume --session``) drops by run and seq what it already handled. The handlers
+must see every seq of every run once: zero duplicate and zero missing calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+
+import pytest
+
+from consumers import Runner, Subscriber
+from events import Event, MatchState, Topics
+from matchcast.app import run_replay, run_watch
+from matchcast.mqtt import BrokerURL
+from matchcast.testbroker import Mosquitto, mosquitto_binary
+from simulator import ReplayOptions, expand, resolve_matches
+
+SEMI = resolve_matches("semifinal")[0]
+LAST_SEQ = len(expand(SEMI))
+KILLS = 20
+
+pytestmark = [pytest.mark.mosquitto, pytest.mark.slow]
+
+
+async def _kill_and_replay(
+    broker: Mosquitto, topics: Topics, *, kills: int, every_s: float, speed: float
+) -> tuple[Counter[tuple[int, int]], list[int], Runner]:
+    url = BrokerURL.parse(broker.url)
+    handled: Counter[tuple[int, int]] = Counter()
+    ended: set[int] = set()
+    sub = Subscriber("exactly-once")
+
+    @sub.on()
+    def note(event: Event, state: MatchState) -> None:
+        handled[event.run, event.seq] += 1
+        if event.type == "full_time":
+            ended.add(event.run)
+
+    runner = Runner([sub], topics=topics)
+    runs: list[int] = []
+    killed = 0
+
+    async def killer() -> None:
+        nonlocal killed
+        while killed < kills:
+            await asyncio.sleep(every_s)
+            broker.kill()
+            killed += 1
+            await asyncio.sleep(0.1)
+            await asyncio.to_thread(broker.start)
+
+    async def replays() -> None:
+        options = ReplayOptions(speed=speed, topics=topics, break_seconds=0.5)
+        while killed < kills or not runs:
+            (report,) = await run_replay([SEMI], url, options, replayer_id="sigkill")
+            runs.append(report.run)
+
+    async with asyncio.timeout(150):
+        watch = asyncio.create_task(
+            run_watch(
+                url,
+                [],
+                runner=runner,
+                client_id=f"sigkill-{topics.root}",
+                clean_start=False,
+                session_expiry=600,
+            )
+        )
+        await runner.subscribed.wait()
+        await asyncio.sleep(1.2)  # the broker saved the session
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(killer())
+            tg.create_task(replays())
+        while not set(runs) <= ended:  # the last run's tail, still on its way
+            await asyncio.sleep(0.05)
+        runner.stop()
+        await watch
+    return handled, runs, runner
+
+
+def _assert_exactly_once(handled: Counter[tuple[int, int]], runs: list[int]) -> None:
+    expected = {(run, seq) for run in runs for seq in range(1, LAST_SEQ + 1)}
+    duplicates = {k: n for k, n in handled.items() if n > 1}
+    missing = sorted(expected - set(handled))
+    assert not duplicates, f"handled more than once: {sorted(duplicates)[:20]}"
+    assert not missing, f"never handled: {missing[:20]}"
+    assert set(handled) == expected
+
+
+async def test_20_sigkills_with_a_short_autosave_lose_and_repeat_nothing(topics: Topics) -> None:
+    binary = mosquitto_binary()
+    assert binary is not None
+    broker = Mosquitto(binary, persistence=True).start()  # autosave_interval 1
+    try:
+        handled, runs, runner = await _kill_and_replay(
+            broker, topics, kills=KILLS, every_s=1.0, speed=480
+        )
+    finally:
+        broker.stop()
+    _assert_exactly_once(handled, runs)
+    assert len(runs) >= 2
+    assert runner.stats.duplicates > 0  # the broker did redeliver; the runner dropped them
+
+
+async def test_sigkills_with_mosquittos_usual_autosave_interval(topics: Topics) -> None:
+    """autosave_interval 1800: every kill loses every session and retained message since the
+    start; the re-send window and re-subscribing cover it."""
+    binary = mosquitto_binary()
+    assert binary is not None
+    broker = Mosquitto(binary, persistence=True)
+    conf = broker.config().replace("autosave_interval 1\n", "autosave_interval 1800\n")
+    assert "autosave_interval 1800" in conf
+    broker.config = lambda: conf  # type: ignore[method-assign]
+    broker.start()
+    try:
+        handled, runs, _ = await _kill_and_replay(broker, topics, kills=5, every_s=1.5, speed=240)
+    finally:
+        with contextlib.suppress(Exception):
+            broker.stop()
+    _assert_exactly_once(handled, runs)
