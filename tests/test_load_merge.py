@@ -15,6 +15,7 @@ import pytest
 from events import Topics
 from matchcast.cmd_load import _failures
 from matchcast.load import (
+    REPORT_FORMAT,
     LoadOptions,
     LoadRun,
     LoadShape,
@@ -171,3 +172,34 @@ def test_workers_start_together_however_slowly_one_of_them_starts(
     delivery = json.loads(out.read_text())["delivery"]
     assert delivery["expected"] == delivery["received"] == 2 * N * 2
     assert delivery["lost"] == 0
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "load"
+
+
+def test_real_format_1_shard_reports_still_merge_and_render(tmp_path: Path) -> None:
+    """Reports written by the release before --check and --chaos (format 1) merge as before.
+
+    The two files are the very reports of a 2-shard run (both shards at once, one
+    ``--start-at``) made with that release's ``matchcast load --shard i/2`` against mosquitto,
+    not hand-written.
+    """
+    paths = sorted(FIXTURES.glob("format-1-shard-*.json"))
+    assert len(paths) == 2
+    old = [json.loads(p.read_text()) for p in paths]
+    assert {r["format"] for r in old} == {1}
+    merged = merge_reports(old)
+    assert merged["format"] == REPORT_FORMAT
+    assert merged["delivery"]["expected"] == merged["delivery"]["received"] == 2 * N * 2
+    assert merged["delivery"]["lost"] == 0
+    out = tmp_path / "merged.json"
+    merge = ["load", "merge", *map(str, paths), "--report", str(out), "--check", "lost == 0"]
+    r = subprocess.run(
+        [sys.executable, "-m", "matchcast", *merge],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["delivery"]["received"] == 2 * N * 2
