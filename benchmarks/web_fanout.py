@@ -70,7 +70,7 @@ async def client(
 
 async def stats(port: int) -> dict[str, object]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"GET /api/stats HTTP/1.1\r\nHost: bench\r\n\r\n")
+    writer.write(b"GET /api/stats HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
     raw = await reader.read()
     writer.close()
     return json.loads(raw.partition(b"\r\n\r\n")[2])

@@ -44,7 +44,7 @@ class SSEClient:
 
 async def get(port: int, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"{method} {path} HTTP/1.1\r\nHost: test\r\n\r\n".encode())
+    writer.write(f"{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n".encode())
     raw = await reader.read()
     writer.close()
     head, _, body = raw.partition(b"\r\n\r\n")
