@@ -4,19 +4,24 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
+import os
 import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from matchcast.mqtt import ENV_PASSWORD
 from matchcast.options import CaFileOpt, CertFileOpt, KeyFileOpt, TlsInsecureOpt
+from matchcast.redact import redact, redact_argv, redact_data, write_private
 
 #: Unlike the other commands, a load test never falls back to the embedded broker.
 _BrokerOpt = Annotated[
@@ -78,14 +83,14 @@ def _spawned(spawn: bool) -> Iterator[str | None]:
 
 
 def write_csv(path: Path, report: dict[str, Any]) -> None:
-    """The per-second series of ``report`` as CSV."""
+    """The per-second series of ``report`` as CSV (owner-only, like the report)."""
     rows = report["per_second"]
-    with path.open("w", newline="") as f:
-        if not rows:
-            return
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    out = io.StringIO(newline="")
+    if rows:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+    write_private(path, redact(out.getvalue()))
 
 
 def load(
@@ -302,7 +307,7 @@ def load(
         "shard": shard,
         "start_at": start_at,
         "workers": workers,
-        "argv": sys.argv[1:],
+        "argv": redact_argv(sys.argv[1:]),
     }
     console = Console(stderr=True)
     with _spawned(spawn_mosquitto) as spawned_url:
@@ -316,7 +321,9 @@ def load(
         if workers > 1 or probe_workers > 0:
             child = [
                 *(specs or []),
-                *("--broker", str(url), "--matches", str(matches)),
+                # The password goes to the workers in their environment, never in arguments
+                # (ps shows those, and str(url) masks it anyway).
+                *("--broker", str(replace(url, password=None)), "--matches", str(matches)),
                 *("--speed", speed, "--ramp", str(ramp)),
                 *("--qos", str(qos), "--payload-size", str(payload_size)),
                 "--states" if states else "--no-states",
@@ -334,7 +341,9 @@ def load(
             # in about a second here, more under load.
             processes = workers + probe_workers
             child += ["--start-at", repr(start_at or time.time() + 2.0 + 0.3 * processes)]
-            result = _run_workers(_shards(workers, probe_workers, subscribers), child, console)
+            result = _run_workers(
+                _shards(workers, probe_workers, subscribers), child, console, url.password
+            )
             result["parameters"].update(workers=workers, probe_workers=probe_workers)
         else:
             run = LoadRun(options, templates, make_factory(client, url))
@@ -376,15 +385,18 @@ def _shards(workers: int, probe_workers: int, subscribers: int) -> list[list[str
     return senders + probes
 
 
-def _run_workers(shards: list[list[str]], child: list[str], console: Any) -> dict[str, Any]:
+def _run_workers(
+    shards: list[list[str]], child: list[str], console: Any, password: str | None = None
+) -> dict[str, Any]:
     """Run one process of this machine per shard (``child`` + its own arguments); merge their
-    reports."""
+    reports. The broker ``password`` reaches them in their environment."""
     import subprocess  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
 
     from matchcast import cli  # noqa: PLC0415
     from matchcast.load import merge_reports  # noqa: PLC0415
 
+    env = {**os.environ, ENV_PASSWORD: password} if password else None
     with tempfile.TemporaryDirectory(prefix="mc-load-") as tmp:
         paths = [Path(tmp) / f"shard-{i}.json" for i in range(len(shards))]
         procs = [
@@ -402,6 +414,7 @@ def _run_workers(shards: list[list[str]], child: list[str], console: Any) -> dic
                     "json",
                 ],
                 stdout=subprocess.DEVNULL,
+                env=env,
             )
             for own, path in zip(shards, paths, strict=True)
         ]
@@ -442,7 +455,7 @@ def _output(
 
     Console().print(render_table(result))
     if report is not None:
-        report.write_text(json.dumps(result, indent=1))
+        write_private(report, json.dumps(redact_data(result), indent=1))
     if csv_path is not None:
         write_csv(csv_path, result)
     if chart is not None:

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal, TextIO
+from collections.abc import MutableMapping
+from typing import Any, Literal, TextIO
 
 import structlog
+
+from consumers.printable import printable
+from matchcast import redact
 
 __all__ = ["LogFormat", "configure_logging"]
 
@@ -42,6 +46,10 @@ def configure_logging(
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        # No secret in any log line (matchcast.redact), and wire text shows its control
+        # characters escaped instead of driving the terminal (consumers printable).
+        redact.redact_event,
+        _printable_values,
     ]
     if fmt == "json":
         processors += [structlog.processors.dict_tracebacks]
@@ -58,7 +66,21 @@ def configure_logging(
         stream=stream,
         format="%(name)s %(levelname)s %(message)s",
     )
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, redact.RedactFilter) for f in handler.filters):
+            handler.addFilter(redact.RedactFilter())
     for noisy in ("amqtt", "transitions", "asyncio"):
         logging.getLogger(noisy).setLevel(
             logging.CRITICAL if level > logging.DEBUG else logging.DEBUG
         )
+
+
+def _printable_values(
+    _logger: object, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """structlog processor: string values (a topic, a name off the wire) with their control
+    characters escaped, so a log line cannot clear or rewrite the terminal it is shown on."""
+    for key, value in list(event_dict.items()):
+        if isinstance(value, str):
+            event_dict[key] = printable(value)
+    return event_dict

@@ -34,6 +34,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from events import BrokerError, ConnectionLostError, Message, MessageProps
+from matchcast import redact
 
 __all__ = [
     "ENV_BROKER",
@@ -650,6 +651,9 @@ def broker_url_from(
     url = BrokerURL.parse(raw).with_credentials(
         env.get(ENV_USERNAME) or None, env.get(ENV_PASSWORD) or None
     )
+    # Masked in every log line, report and error message from now on.
+    redact.remember(url.password)
+    redact.remember(env.get(ENV_KEY_PASSWORD))
     if url.password and not url.username:
         raise ValueError(
             f"a password is set but no user name: put it in the URL (mqtt://USER@host) "

@@ -1,0 +1,132 @@
+"""No secret in any output: reports, CSV, charts, logs and error messages of a load run with
+the broker password in its URL, files written owner-only; the redaction rules themselves."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from matchcast import redact
+from matchcast.testbroker import Mosquitto, mosquitto_binary
+from tests._secure import PASSWORDS, compose_mosquitto
+
+SECRET = PASSWORDS["replayer"]
+
+
+@pytest.fixture
+def remembered() -> Iterator[None]:
+    yield
+    redact.forget_all()
+
+
+def test_argv_loses_secret_options_and_url_passwords(remembered: None) -> None:
+    argv = [
+        "load",
+        "--broker",
+        "mqtt://u:hunter22@h:1883",
+        "--password",
+        "p4ssw0rd!",
+        "--key-password=kp-0815",
+        "--matches",
+        "5",
+    ]
+    assert redact.redact_argv(argv) == [
+        "load",
+        "--broker",
+        "mqtt://u:***@h:1883",
+        "--password",
+        "***",
+        "--key-password=***",
+        "--matches",
+        "5",
+    ]
+
+
+def test_remembered_secrets_are_masked_anywhere(remembered: None) -> None:
+    redact.remember("s3cr3t-value")
+    redact.remember("123")  # too short to search for in free text: figures would suffer
+    assert redact.redact("auth failed for s3cr3t-value (123 ms)") == "auth failed for *** (123 ms)"
+    assert redact.redact_data({"a": ["x s3cr3t-value"], "s3cr3t-value": 1}) == {
+        "a": ["x ***"],
+        "***": 1,
+    }
+
+
+def test_private_files_are_owner_only_even_if_they_existed(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text("old")
+    path.chmod(0o644)
+    redact.write_private(path, "{}")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert path.read_text() == "{}"
+
+
+@pytest.fixture(scope="module")
+def secured() -> Iterator[Mosquitto]:
+    binary = mosquitto_binary()
+    if binary is None:
+        pytest.skip("mosquitto is not installed")
+    broker = compose_mosquitto(binary)
+    yield broker
+    broker.stop()
+
+
+def _load(broker: Mosquitto, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    url = f"mqtt://replayer:{SECRET}@127.0.0.1:{broker.port}"
+    return subprocess.run(
+        [
+            sys.executable,
+            *("-m", "matchcast", "load", "--broker", url, "--root", "matchcast"),
+            *("--matches", "2", "--subscribers", "1", "--speed", "max", "--no-progress"),
+            *("--report", str(out / "r.json"), "--csv", str(out / "r.csv")),
+            *("--chart", str(out / "r.png"), "-vv", "--log-format", "json", *extra),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MATCHCAST_BROKER": "", "MATCHCAST_PASSWORD": ""},
+        timeout=180,
+        check=False,
+        cwd=out,
+    )
+
+
+@pytest.mark.mosquitto
+@pytest.mark.slow
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_load_run_with_a_password_in_the_url_writes_it_nowhere(
+    secured: Mosquitto, tmp_path: Path, workers: int
+) -> None:
+    """Report, CSV, chart, standard output, the logs (-vv) and the broker's own log: the
+    password is in none of them, and the files are 0600."""
+    result = _load(secured, tmp_path, "--workers", str(workers))
+    assert result.returncode == 0, result.stderr[-3000:]
+    files = sorted(tmp_path.iterdir())
+    assert {f.name for f in files} >= {"r.json", "r.csv", "r.png"}
+    for f in files:
+        assert SECRET.encode() not in f.read_bytes(), f.name
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600, f.name
+    assert SECRET not in result.stdout + result.stderr
+    assert "mqtt://replayer:***@127.0.0.1" in (tmp_path / "r.json").read_text()
+    assert SECRET not in secured.log_path.read_text()
+
+
+@pytest.mark.mosquitto
+def test_a_refused_password_is_not_in_the_error(secured: Mosquitto, tmp_path: Path) -> None:
+    url = f"mqtt://replayer:wrong-{SECRET}@127.0.0.1:{secured.port}"
+    result = subprocess.run(
+        [sys.executable, "-m", "matchcast", "load", "--broker", url, "--no-progress", "-vv"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MATCHCAST_BROKER": ""},
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert "error" in result.stderr
+    assert SECRET not in result.stdout + result.stderr
