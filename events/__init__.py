@@ -19,6 +19,7 @@ from events._errors import (
     DecodeError,
     MatchcastError,
     MatchFileError,
+    PublishRefusedError,
     UnsupportedVersionError,
 )
 from events._models import (
@@ -96,6 +97,7 @@ __all__ = [
     "Period",
     "PeriodEnd",
     "Possession",
+    "PublishRefusedError",
     "Publisher",
     "Reconnectable",
     "Score",
