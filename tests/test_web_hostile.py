@@ -183,3 +183,53 @@ def test_any_path_and_header_bytes_get_an_answer_below_500(
     assert status < 500
     if status == 200:  # a stream opened: it is a valid request, close it
         assert b"text/event-stream" in head
+
+
+_SERVE_UNDER_ULIMIT = """
+import asyncio, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (200, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+from matchcast.logs import configure_logging
+from matchcast.web import Hub, WebServer
+configure_logging("json", "WARNING", stream=sys.stderr)
+
+async def main():
+    async with WebServer(Hub(), port=0) as server:
+        print("PORT", server.port, server.max_streams, flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+async def test_under_ulimit_200_a_crowd_of_streams_cannot_starve_other_requests() -> None:
+    """The reported case: ~190 streams under ``ulimit -n 200`` starved every other request.
+    The default cap (half the descriptors) answers 503 instead, and pages still load."""
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _SERVE_UNDER_ULIMIT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    streams = []
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(30):
+            line = b""
+            line = await proc.stdout.readline()
+            port, cap = map(int, line.split()[1:])
+        assert cap == 100
+        async with asyncio.timeout(60):
+            for _ in range(190):
+                streams.append(await open_stream(port, "m1"))
+            statuses = [s.status for s in streams]
+            assert statuses.count(200) == 100 and statuses.count(503) == 90
+            assert (await get(port, "/"))[0] == 200
+            assert (await get(port, "/api/matches"))[0] == 200
+    finally:
+        for s in streams:
+            s.close()
+        proc.terminate()
+        await proc.wait()
