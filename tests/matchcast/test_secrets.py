@@ -130,3 +130,55 @@ def test_a_refused_password_is_not_in_the_error(secured: Mosquitto, tmp_path: Pa
     assert result.returncode != 0
     assert "error" in result.stderr
     assert SECRET not in result.stdout + result.stderr
+
+
+def _fail_with(message: str) -> None:
+    raise RuntimeError(message)
+
+
+@pytest.mark.parametrize("fmt", ["console", "json"])
+def test_log_lines_and_their_tracebacks_hold_no_secret(fmt: str, remembered: None) -> None:
+    import io
+    import logging
+
+    import structlog
+
+    from matchcast.logs import configure_logging
+
+    redact.remember("tb-Secret-77")
+    config, root = structlog.get_config(), logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    out = io.StringIO()
+    try:
+        configure_logging(fmt, "INFO", stream=out)  # type: ignore[arg-type]
+        log = structlog.get_logger()
+        log.warning("x.failed", url="mqtt://u:tb-Secret-77@h:1")
+        try:
+            _fail_with("cannot log in with tb-Secret-77")
+        except RuntimeError:
+            log.exception("y.failed")
+    finally:
+        structlog.configure(**config)
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    text = out.getvalue()
+    assert "x.failed" in text and "y.failed" in text and "RuntimeError" in text
+    assert "tb-Secret-77" not in text
+
+
+def test_the_stdlib_filter_redacts_library_log_records(remembered: None) -> None:
+    import io
+    import logging
+
+    redact.remember("lib-Secret-88")
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.addFilter(redact.RedactFilter())
+    logger = logging.getLogger("tests.redact.paho")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("login %s refused at %s", "lib-Secret-88", "mqtt://u:pw12345@h")
+    finally:
+        logger.removeHandler(handler)
+    assert out.getvalue() == "login *** refused at mqtt://u:***@h\n"
