@@ -34,7 +34,7 @@ import structlog
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from matchcast.web._hub import Client, Hub
+from matchcast.web._hub import Client, Frame, Hub
 
 __all__ = ["WebServer", "default_max_streams"]
 
@@ -61,6 +61,8 @@ _SSE_HEADERS = {
 }
 #: The browser waits this long before reconnecting after a drop.
 _RETRY = b"retry: 1000\n\n"
+#: A comment line for an idle stream: keeps proxies from closing it, finds dead browsers.
+_KEEPALIVE = Frame(b": keepalive\n\n", None, 0.0)
 #: Limits of the request head (aiohttp's parser enforces them).
 MAX_LINE = 8190
 MAX_FIELD = 8190
@@ -179,6 +181,7 @@ class WebServer:
         self._files = _static_files()
         self._runner: web.AppRunner | None = None
         self._streams: set[Client] = set()
+        self._keepalives: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
@@ -222,12 +225,17 @@ class WebServer:
             raise
         self._runner = runner
         self.port = runner.addresses[0][1]  # the bound port, for port=0
+        self._keepalives = asyncio.ensure_future(self._keep_alive())
         _log.info("web.started", url=self.url, max_streams=self.max_streams)
 
     async def stop(self) -> None:
         """Stop listening and end every stream."""
         if self._runner is None:
             return
+        if self._keepalives is not None:
+            self._keepalives.cancel()
+            await asyncio.gather(self._keepalives, return_exceptions=True)
+            self._keepalives = None
         for client in list(self._streams):
             client.drop()
         await self._runner.cleanup()
@@ -307,18 +315,25 @@ class WebServer:
             self.hub.disconnect(client)
         return response
 
+    async def _keep_alive(self) -> None:
+        """Every ``keepalive`` seconds, a comment line to each stream with nothing queued.
+
+        One timer for all streams, rather than a timeout around every wait of every stream:
+        the fan-out's cost per frame and browser is what the latency figure measures.
+        """
+        while True:
+            await asyncio.sleep(self.keepalive)
+            for client in list(self._streams):
+                if client.queue.empty():
+                    client.offer(_KEEPALIVE)
+
     async def _pump(self, response: web.StreamResponse, client: Client) -> None:
         loop = asyncio.get_running_loop()
         await response.write(_RETRY + b"".join(f.data for f in client.backlog))
         client.backlog = []
         queue = client.queue
         while True:
-            try:
-                async with asyncio.timeout(self.keepalive):
-                    first = await queue.get()
-            except TimeoutError:
-                await response.write(b": keepalive\n\n")
-                continue
+            first = await queue.get()
             batch = [first]
             while not queue.empty():
                 batch.append(queue.get_nowait())
