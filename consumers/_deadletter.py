@@ -7,7 +7,10 @@ The topic is ``{root}/deadletter/{consumer}``, and it names the consumer:
 - else the broker user name the consumer logs in with, which is what a broker's ACL can
   grant per consumer (mosquitto: ``pattern write matchcast/deadletter/%u``, as in
   deploy/mosquitto/acl), so each consumer may write its own dead-letter topic and no other;
-- else, anonymous, its subscribers' names (``terminal``, ``web``, ``scoreboard+ticker``).
+- else, anonymous, its subscribers' names (``terminal``, ``web``, ``scoreboard,ticker``).
+
+A name is one topic level of a topic published to, so ``+``, ``#``, ``/`` and anything but
+letters, digits and ``_.@-`` become ``-``.
 
 A dead letter the broker refuses (MQTT 5: a PUBACK reason of 0x80 or more, 0x87 from an ACL)
 is counted as refused (``dead_letters_refused``) with a ``deadletter.refused`` warning, never
@@ -46,11 +49,11 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.@-]+")
 
 def consumer_name(subscribers: Iterable[str], username: str | None = None) -> str:
     """The default name of a consumer, one topic level: the broker ``username`` if it has
-    one, else its subscribers' names joined with ``+`` (``scoreboard+ticker``)."""
+    one, else its subscribers' names joined with ``,`` (``scoreboard,ticker``)."""
     if username:
-        return username
+        return _UNSAFE.sub("-", username)
     names = [_UNSAFE.sub("-", n).strip("-") for n in subscribers]
-    return "+".join(n for n in names if n) or "consumer"
+    return ",".join(n for n in names if n) or "consumer"
 
 
 async def send_dead_letter(publisher: Publisher, topic: str, body: bytes) -> Outcome:

@@ -122,7 +122,12 @@ def test_default_names_differ_per_consumer() -> None:
         Runner([Subscriber("web")]).name,
         Runner([Subscriber("scoreboard"), Subscriber("ticker")]).name,
     }
-    assert names == {"terminal", "web", "scoreboard+ticker"}
+    assert names == {"terminal", "web", "scoreboard,ticker"}
     named = Runner([Subscriber("web")], name="mine")
     named.use_broker_user("alice")
     assert named.name == "mine"
+    # One level of a topic that is published to: no wildcard, no separator.
+    assert Runner([Subscriber("a+b#c")]).name == "a-b-c"
+    odd = Runner([Subscriber("web")])
+    odd.use_broker_user("x/+")
+    assert odd.name == "x-"
