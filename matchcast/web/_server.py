@@ -59,6 +59,7 @@ _SSE_HEADERS = {
     "X-Accel-Buffering": "no",
     **_SECURITY,
 }
+_NO_CACHE = {"Cache-Control": "no-cache"}
 #: The browser waits this long before reconnecting after a drop.
 _RETRY = b"retry: 1000\n\n"
 #: A comment line for an idle stream: keeps proxies from closing it, finds dead browsers.
@@ -71,8 +72,9 @@ MAX_HEADERS = 64
 MAX_STREAMS = 1000
 _LOG_CHARS = 200
 
-#: aiohttp's own logger for requests it refuses: it would log each with a traceback; the
-#: access logger below writes one structured line instead (its debug level keeps them).
+#: aiohttp's own logger: it would write every refused request as a traceback through the
+#: standard library. It is silenced; instead the access logger below writes one structured
+#: line per refused request, and the middleware logs a handler's failure with its traceback.
 _aiohttp_log = logging.getLogger("matchcast.web.aiohttp")
 _aiohttp_log.addHandler(logging.NullHandler())
 _aiohttp_log.propagate = False
@@ -345,6 +347,3 @@ class WebServer:
             for f in frames:
                 if f.seq is not None:
                     self.hub.sent(f, now)
-
-
-_NO_CACHE = {"Cache-Control": "no-cache"}
