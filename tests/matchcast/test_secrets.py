@@ -77,8 +77,11 @@ def secured() -> Iterator[Mosquitto]:
     broker.stop()
 
 
-def _load(broker: Mosquitto, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    url = f"mqtt://replayer:{SECRET}@127.0.0.1:{broker.port}"
+def _load(
+    broker: Mosquitto, out: Path, *extra: str, in_env: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """``matchcast load`` as the replayer, the password in the URL or in the environment."""
+    url = f"mqtt://replayer{'' if in_env else ':' + SECRET}@127.0.0.1:{broker.port}"
     return subprocess.run(
         [
             sys.executable,
@@ -89,7 +92,7 @@ def _load(broker: Mosquitto, out: Path, *extra: str) -> subprocess.CompletedProc
         ],
         capture_output=True,
         text=True,
-        env={**os.environ, "MATCHCAST_BROKER": "", "MATCHCAST_PASSWORD": ""},
+        env={**os.environ, "MATCHCAST_BROKER": "", "MATCHCAST_PASSWORD": SECRET if in_env else ""},
         timeout=180,
         check=False,
         cwd=out,
@@ -98,13 +101,13 @@ def _load(broker: Mosquitto, out: Path, *extra: str) -> subprocess.CompletedProc
 
 @pytest.mark.mosquitto
 @pytest.mark.slow
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(("workers", "in_env"), [(1, False), (2, False), (2, True)])
 def test_a_load_run_with_a_password_in_the_url_writes_it_nowhere(
-    secured: Mosquitto, tmp_path: Path, workers: int
+    secured: Mosquitto, tmp_path: Path, workers: int, in_env: bool
 ) -> None:
     """Report, CSV, chart, standard output, the logs (-vv) and the broker's own log: the
-    password is in none of them, and the files are 0600."""
-    result = _load(secured, tmp_path, "--workers", str(workers))
+    password (in the URL, or in $MATCHCAST_PASSWORD) is in none of them; files are 0600."""
+    result = _load(secured, tmp_path, "--workers", str(workers), in_env=in_env)
     assert result.returncode == 0, result.stderr[-3000:]
     files = sorted(tmp_path.iterdir())
     assert {f.name for f in files} >= {"r.json", "r.csv", "r.png"}
