@@ -44,15 +44,32 @@ async def client(
 ) -> tuple[list[int], list[float]]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(f"GET /events?match={SEMI.match_id} HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
-    await reader.readuntil(b"\r\n\r\n")
+    head = await reader.readuntil(b"\r\n\r\n")
+    chunked = b"transfer-encoding: chunked" in head.lower()
     counter[0] += 1
     if counter[0] == n:
         ready.set()
     seqs: list[int] = []
     e2e: list[float] = []
+    raw = b""  # as read, chunk framing included
+    buffer = b""  # the event stream
     try:
         while True:
-            block = await reader.readuntil(b"\n\n")
+            while b"\n\n" not in buffer:
+                data = await reader.read(65536)
+                if not data:
+                    raise ConnectionError("the server closed the stream")
+                if not chunked:
+                    buffer += data
+                    continue
+                raw += data  # HTTP/1.1 streams are chunked: take whole chunks out
+                while (end := raw.find(b"\r\n")) >= 0:
+                    size = int(raw[:end].split(b";")[0], 16)
+                    if len(raw) < end + 2 + size + 2:
+                        break
+                    buffer += raw[end + 2 : end + 2 + size]
+                    raw = raw[end + 2 + size + 2 :]
+            block, _, buffer = buffer.partition(b"\n\n")
             now = time.time()
             if not block.startswith(b"event: update"):
                 continue
@@ -70,7 +87,7 @@ async def client(
 
 async def stats(port: int) -> dict[str, object]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(b"GET /api/stats HTTP/1.1\r\nHost: bench\r\n\r\n")
+    writer.write(b"GET /api/stats HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n")
     raw = await reader.read()
     writer.close()
     return json.loads(raw.partition(b"\r\n\r\n")[2])

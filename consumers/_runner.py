@@ -41,7 +41,7 @@ from typing import Literal, Self
 
 import structlog
 
-from consumers._deadletter import DeadLetter
+from consumers._deadletter import DeadLetter, consumer_name, send_dead_letter
 from consumers._errors import PluginError
 from consumers._sequencer import Delivery, RunnerStats, Sequencer
 from consumers._subscriber import Subscriber, call_handler, handler_name
@@ -194,7 +194,7 @@ class Runner:
         handler_timeout: float = 10.0,
         drain_timeout: float = 30.0,
         observer: Callable[[HandlerCall], None] | None = None,
-        name: str = "consumer",
+        name: str | None = None,
         max_seq_jump: int = MAX_SEQ_JUMP,
         max_matches: int = MAX_MATCHES,
         finished_grace_s: float = FINISHED_GRACE_S,
@@ -211,7 +211,10 @@ class Runner:
         self.handler_timeout = handler_timeout
         self.drain_timeout = drain_timeout
         self.observer = observer
-        self.name = name
+        #: Names its dead-letter topic; by default its subscribers' names, or its broker
+        #: user name once :meth:`use_broker_user` says it (see consumers._deadletter).
+        self.name = name or consumer_name(s.name for s in self.subscribers)
+        self._named = name is not None
         self.max_seq_jump = max_seq_jump
         self.max_matches = max_matches
         self.finished_grace_s = finished_grace_s
@@ -262,6 +265,12 @@ class Runner:
     def queue_depth(self) -> int:
         """Events and snapshots queued for the handlers, over all matches."""
         return sum(len(lane.items) for lane in self._lanes.values())
+
+    def use_broker_user(self, username: str | None) -> None:
+        """Name this runner after the broker user it logs in as, unless it was given a name:
+        a broker's ACL grants each user its own dead-letter topic (consumers._deadletter)."""
+        if username and not self._named:
+            self.name = consumer_name((), username)
 
     def topic_filters(self) -> list[str]:
         """What to subscribe to: events first, then the retained state.
@@ -660,12 +669,11 @@ class Runner:
         publisher = self.dead_letters
 
         async def send() -> None:
-            try:
-                await publisher.publish(topic, body, qos=1)
-            except MatchcastError as err:
-                _log.warning("deadletter.not_published", topic=topic, reason=str(err))
-            else:
+            outcome = await send_dead_letter(publisher, topic, body)
+            if outcome == "published":
                 self.stats.dead_lettered += 1
+            elif outcome == "refused":
+                self.stats.dead_letters_refused += 1
 
         task = asyncio.ensure_future(send())
         self._dead_letter_tasks.add(task)

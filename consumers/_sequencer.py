@@ -72,6 +72,8 @@ class RunnerStats:
     overflowed: int = 0
     catch_ups: int = 0
     dead_lettered: int = 0
+    #: Dead letters the broker refused (MQTT 5 reason >= 0x80, e.g. its ACL): not delivered.
+    dead_letters_refused: int = 0
 
     def as_dict(self) -> dict[str, int]:
         """The counters by name."""

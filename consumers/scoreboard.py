@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from consumers._subscriber import Subscriber, on, on_state, on_stop
+from consumers.printable import printable
 from events import (
     Card,
     ClockTick,
@@ -108,6 +109,7 @@ class Scoreboard(Subscriber):
                 self._say(f"  {_line(state)}")
 
     def _say(self, line: str) -> None:
+        line = printable(line)  # names on the wire may hold terminal controls
         self.lines.append(line)
         if self._echo is not None:
             self._echo(line)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from consumers._subscriber import Subscriber, on, on_state, on_stop
+from consumers.printable import printable
 from events import Card, FullTime, GoalDisallowed, MatchState, Possession
 
 __all__ = ["GoalLine", "MatchStats", "PossessionStretch", "Stats"]
@@ -89,7 +90,8 @@ class MatchStats:
             )
         last = ""
         for label, text in rows:
-            out.append(f"  {'' if label == last else label:<12} {text}")
+            # Each row is one line: names on the wire may hold terminal controls.
+            out.append(printable(f"  {'' if label == last else label:<12} {text}"))
             last = label
         if not rows:
             out.append("  no goals yet")

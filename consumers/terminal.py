@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from consumers._subscriber import Subscriber
+from consumers.printable import printable
 from consumers.scoreboard import Scoreboard, commentary
 from events import Event, MatchState, Possession
 
@@ -67,6 +68,7 @@ class TerminalView:
             self._possession_span[state.match_id] = span
         line = commentary(event, state)
         if line is not None:
+            line = printable(line)  # names on the wire may hold terminal controls
             self._ticker.append(line)
             if not self.interactive:
                 self.console.print(line, highlight=False, markup=False)
@@ -74,7 +76,7 @@ class TerminalView:
 
     def _on_state(self, state: MatchState) -> None:
         self.board.states[state.match_id] = state
-        line = f"{'':<7}JOINED  {state.scoreline}  ({state.display_clock})"
+        line = printable(f"{'':<7}JOINED  {state.scoreline}  ({state.display_clock})")
         self._ticker.append(line)
         if not self.interactive:
             self.console.print(line, highlight=False, markup=False)
@@ -95,8 +97,8 @@ class TerminalView:
 
 
 def _board(state: MatchState, possession_span: str | None = None) -> Panel:
-    home = state.home.name if state.home else "?"
-    away = state.away.name if state.away else "?"
+    home = printable(state.home.name) if state.home else "?"
+    away = printable(state.away.name) if state.away else "?"
     hc = state.home.code if state.home else ""
     ac = state.away.code if state.away else ""
     table = Table.grid(expand=True, padding=(0, 2))
@@ -107,8 +109,12 @@ def _board(state: MatchState, possession_span: str | None = None) -> Panel:
     table.add_row(
         Text(home, style="bold"), Text(score, style="bold reverse"), Text(away, style="bold")
     )
-    scorers_home = "\n".join(f"{g.scorer} {g.clock.label}" for g in state.goals if g.team == hc)
-    scorers_away = "\n".join(f"{g.scorer} {g.clock.label}" for g in state.goals if g.team == ac)
+    scorers_home = "\n".join(
+        printable(f"{g.scorer} {g.clock.label}") for g in state.goals if g.team == hc
+    )
+    scorers_away = "\n".join(
+        printable(f"{g.scorer} {g.clock.label}") for g in state.goals if g.team == ac
+    )
     table.add_row(
         Text(scorers_home, style="dim"),
         Text(state.display_clock, style="bold"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from consumers._subscriber import Subscriber, on, on_state
+from consumers.printable import printable
 from consumers.scoreboard import commentary
 from events import Event, MatchState
 
@@ -41,6 +42,7 @@ class Ticker(Subscriber):
         self._say(state, f"{'':<7}FROM SNAPSHOT  {state.scoreline}  ({state.display_clock})")
 
     def _say(self, state: MatchState, line: str) -> None:
+        line = printable(line)  # names on the wire may hold terminal controls
         if self._match_ids:
             line = f"{state.match_id}  {line}"
         self.lines.append(line)

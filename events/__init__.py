@@ -19,6 +19,7 @@ from events._errors import (
     DecodeError,
     MatchcastError,
     MatchFileError,
+    PublishRefusedError,
     UnknownEventTypeError,
     UnsupportedVersionError,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "Period",
     "PeriodEnd",
     "Possession",
+    "PublishRefusedError",
     "Publisher",
     "Reconnectable",
     "RunId",

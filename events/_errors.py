@@ -9,7 +9,8 @@ attributes, with a message a person can act on::
      │    └── UnknownEventTypeError    a newer minor's event of a type this build does not know
      ├── MatchFileError           a match file that cannot be read or fails validation
      └── BrokerError              the broker cannot be reached or refused us
-          └── ConnectionLostError a working connection went away (reconnecting may help)
+          ├── ConnectionLostError a working connection went away (reconnecting may help)
+          └── PublishRefusedError the broker refused one publish (MQTT 5 reason >= 0x80)
 
 Library exceptions (pydantic's ``ValidationError``, aiomqtt's ``MqttError``) are wrapped at the
 edge with ``raise ... from err`` and never leak through the public API.
@@ -26,6 +27,7 @@ __all__ = [
     "DecodeError",
     "MatchFileError",
     "MatchcastError",
+    "PublishRefusedError",
     "UnknownEventTypeError",
     "UnsupportedVersionError",
 ]
@@ -134,3 +136,21 @@ class BrokerError(MatchcastError):
 
 class ConnectionLostError(BrokerError):
     """A connection that worked went away: the broker restarted, or the network failed."""
+
+
+class PublishRefusedError(BrokerError):
+    """The broker refused a publish: an MQTT 5 PUBACK or PUBREC with a reason code of 0x80 or
+    more (0x87 Not authorized: the ACL). MQTT 3.1.1 has no way to say so: a broker drops a
+    refused 3.1.1 publish silently and acknowledges it, so this is never raised there.
+
+    Attributes:
+        topic: the topic of the refused publish.
+        code: the reason code, e.g. 0x87.
+        name: its name, e.g. ``Not authorized``.
+    """
+
+    def __init__(self, url: str, topic: str, code: int, name: str) -> None:
+        self.topic = topic
+        self.code = code
+        self.name = name
+        super().__init__(url, f"publish to {topic!r} refused: {name} (0x{code:02x})")

@@ -158,6 +158,8 @@ async def run_watch(
         runner = Runner(subs, topics=topics, match_filter=match_filter)
     else:
         runner.subscribers.extend(s for s in subs if s not in runner.subscribers)
+    # Its dead letters go to a topic named after its broker user, which the ACL lets it write.
+    runner.use_broker_user(url.username)
     # The connection closes (last in, first out) before the runner drains its lanes.
     async with (
         runner,

@@ -60,6 +60,7 @@ from matchcast.options import (
     TlsInsecureOpt,
     VerboseOpt,
 )
+from matchcast.redact import redact
 from simulator import (
     RESEND_WINDOW_S,
     ChaosSpecError,
@@ -104,8 +105,9 @@ class _Exit(Exception):  # noqa: N818 - control flow, not an error
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
-    # Escaped: messages quote input ("matches[12]", "[/x]") that Rich would read as markup.
-    _err.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
+    # Escaped: messages quote input ("matches[12]", "[/x]") that Rich would read as markup;
+    # redacted: no secret in an error message.
+    _err.print(f"[bold red]error:[/] {escape(redact(message))}", markup=True, soft_wrap=True)
     raise _Exit(code)
 
 

@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import csv
+import io
 import json
+import os
 import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -28,7 +31,9 @@ from matchcast.chaos import (
     write_chaos_log,
     write_truth,
 )
+from matchcast.mqtt import ENV_PASSWORD
 from matchcast.options import CaFileOpt, CertFileOpt, KeyFileOpt, TlsInsecureOpt
+from matchcast.redact import redact, redact_argv, redact_data, write_private
 from simulator import ChaosSpec, ChaosSpecError
 
 #: What a worker started with ``--start-on-go`` prints once it is connected and subscribed.
@@ -94,14 +99,14 @@ def _spawned(spawn: bool) -> Iterator[str | None]:
 
 
 def write_csv(path: Path, report: dict[str, Any]) -> None:
-    """The per-second series of ``report`` as CSV."""
+    """The per-second series of ``report`` as CSV (owner-only, like the report)."""
     rows = report["per_second"]
-    with path.open("w", newline="") as f:
-        if not rows:
-            return
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+    out = io.StringIO(newline="")
+    if rows:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+    write_private(path, redact(out.getvalue()))
 
 
 def load(
@@ -350,7 +355,7 @@ def load(
         "workers": workers,
         "chaos": str(chaos_spec) if chaos_spec is not None else None,
         "seed": seed if chaos_spec is not None else None,
-        "argv": sys.argv[1:],
+        "argv": redact_argv(sys.argv[1:]),
     }
     console = Console(stderr=True)
     with _spawned(spawn_mosquitto) as spawned_url:
@@ -364,7 +369,9 @@ def load(
         if workers > 1 or probe_workers > 0:
             child = [
                 *(specs or []),
-                *("--broker", str(url), "--matches", str(matches)),
+                # The password goes to the workers in their environment, never in arguments
+                # (ps shows those, and str(url) masks it anyway).
+                *("--broker", str(replace(url, password=None)), "--matches", str(matches)),
                 *("--speed", speed, "--ramp", str(ramp)),
                 *("--qos", str(qos), "--payload-size", str(payload_size)),
                 "--states" if states else "--no-states",
@@ -382,7 +389,9 @@ def load(
             # Every worker must be connected and subscribed before any sends: each says so,
             # and all are told to go at once (a fixed start time was missed under load).
             child += ["--start-on-go", *(("--start-at", repr(start_at)) if start_at else ())]
-            result = _run_workers(_shards(workers, probe_workers, subscribers), child, console)
+            result = _run_workers(
+                _shards(workers, probe_workers, subscribers), child, console, url.password
+            )
             result["parameters"].update(workers=workers, probe_workers=probe_workers)
         else:
             run = LoadRun(options, templates, make_factory(client, url))
@@ -560,15 +569,19 @@ def _start_together(procs: list[Any]) -> None:
             p.stdin.close()
 
 
-def _run_workers(shards: list[list[str]], child: list[str], console: Any) -> dict[str, Any]:
+def _run_workers(
+    shards: list[list[str]], child: list[str], console: Any, password: str | None = None
+) -> dict[str, Any]:
     """Run one process of this machine per shard (``child`` + its own arguments), start them
-    together once all are ready; merge their reports."""
+    together once all are ready; merge their reports. The broker ``password`` reaches them in
+    their environment."""
     import subprocess  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
 
     from matchcast import cli  # noqa: PLC0415
     from matchcast.load import MergeError, merge_reports, read_reports  # noqa: PLC0415
 
+    env = {**os.environ, ENV_PASSWORD: password} if password else None
     with tempfile.TemporaryDirectory(prefix="mc-load-") as tmp:
         paths = [Path(tmp) / f"shard-{i}.json" for i in range(len(shards))]
         procs = [
@@ -587,6 +600,7 @@ def _run_workers(shards: list[list[str]], child: list[str], console: Any) -> dic
                 ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                env=env,
             )
             for own, path in zip(shards, paths, strict=True)
         ]
@@ -666,7 +680,7 @@ def _output(
     failures = _failures(result)
     Console().print(render_table(result))
     if report is not None:
-        report.write_text(json.dumps(result, indent=1))
+        write_private(report, json.dumps(redact_data(result), indent=1))
     if csv_path is not None:
         write_csv(csv_path, result)
     if chart is not None:

@@ -75,6 +75,15 @@ def web(
             "--queue-size", min=1, help="Updates a browser may have waiting before it is dropped."
         ),
     ] = 256,
+    max_streams: Annotated[
+        int | None,
+        typer.Option(
+            "--max-streams",
+            min=1,
+            help="Live streams (browser tabs) served at once; past it a new one gets 503. "
+            "Default 1000, or half the open-file limit if that is lower.",
+        ),
+    ] = None,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -107,7 +116,7 @@ def web(
         hub = Hub(queue_size=queue_size)
         runner = Runner([bridge(hub)], topics=topics)
         await reach_broker(broker_url)  # before the page's address is announced
-        async with WebServer(hub, host, port) as server:
+        async with WebServer(hub, host, port, max_streams=max_streams) as server:
             _err.print(f"Match page: {server.url}  (Ctrl-C to stop)", markup=False)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(run_watch(broker_url, [], runner=runner))

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal, TextIO
+from collections.abc import MutableMapping
+from typing import Any, Literal, TextIO
 
 import structlog
+
+from consumers.printable import printable
+from matchcast import redact
 
 __all__ = ["LogFormat", "configure_logging"]
 
@@ -42,10 +46,16 @@ def configure_logging(
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        # Tracebacks become text here, so that the redaction below sees them too.
+        structlog.processors.dict_tracebacks
+        if fmt == "json"
+        else structlog.processors.format_exc_info,
+        # No secret in any log line (matchcast.redact), and wire text shows its control
+        # characters escaped instead of driving the terminal (consumers printable).
+        redact.redact_event,
+        _printable_values,
+        renderer,
     ]
-    if fmt == "json":
-        processors += [structlog.processors.dict_tracebacks]
-    processors.append(renderer)
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level),
@@ -58,7 +68,21 @@ def configure_logging(
         stream=stream,
         format="%(name)s %(levelname)s %(message)s",
     )
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, redact.RedactFilter) for f in handler.filters):
+            handler.addFilter(redact.RedactFilter())
     for noisy in ("amqtt", "transitions", "asyncio"):
         logging.getLogger(noisy).setLevel(
             logging.CRITICAL if level > logging.DEBUG else logging.DEBUG
         )
+
+
+def _printable_values(
+    _logger: object, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """structlog processor: string values (a topic, a name off the wire) with their control
+    characters escaped, so a log line cannot clear or rewrite the terminal it is shown on."""
+    for key, value in list(event_dict.items()):
+        if isinstance(value, str) and key != "exception":  # a traceback keeps its lines
+            event_dict[key] = printable(value)
+    return event_dict

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
 import random
 import ssl
@@ -33,7 +34,8 @@ from aiomqtt.exceptions import MqttConnectError
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from events import BrokerError, ConnectionLostError, Message, MessageProps
+from events import BrokerError, ConnectionLostError, Message, MessageProps, PublishRefusedError
+from matchcast import redact
 
 __all__ = [
     "ENV_BROKER",
@@ -330,6 +332,43 @@ def _properties(props: MessageProps | None) -> Properties | None:
     return _PackedProperties(_vbi(len(body)) + bytes(body))
 
 
+#: The message ids of the publish running in this task (aiomqtt does not return them).
+_PUBLISH_MIDS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "matchcast_publish_mids", default=None
+)
+
+
+def _watch_refusals(client: aiomqtt.Client, refused: dict[int, tuple[int, str]]) -> None:
+    """Keep the reason code of every publish the broker refuses.
+
+    aiomqtt 2 drops the PUBACK's reason code, so a refused publish (the ACL's 0x87) would look
+    delivered. paho's publish and on_publish are wrapped: the first tells the running
+    :meth:`MqttClient.publish` its message id, the second notes a failure code for it.
+    """
+    paho_client = client._client
+    publish = paho_client.publish
+    on_publish: Callable[..., None] | None = paho_client.on_publish
+    assert on_publish is not None
+
+    def publish_noting_mid(*args: Any, **kwargs: Any) -> Any:
+        info = publish(*args, **kwargs)
+        refused.pop(info.mid, None)  # a reused id: any earlier outcome is not this one's
+        mids = _PUBLISH_MIDS.get()
+        if mids is not None:
+            mids.append(info.mid)
+        return info
+
+    def on_publish_noting_refusal(
+        c: Any, userdata: Any, mid: int, reason_code: Any, properties: Any
+    ) -> None:
+        if getattr(reason_code, "is_failure", False):
+            refused[mid] = (int(reason_code.value), str(reason_code))
+        on_publish(c, userdata, mid, reason_code, properties)
+
+    paho_client.publish = publish_noting_mid  # type: ignore[method-assign]
+    paho_client.on_publish = on_publish_noting_refusal
+
+
 class MqttClient:
     """A connection to a broker; implements ``Publisher`` and ``MessageSource``.
 
@@ -374,6 +413,8 @@ class MqttClient:
         self._keepalive = keepalive
         self._timeout = connect_timeout
         self._max_inflight = max_inflight
+        #: Message ids the broker refused (MQTT 5 reason >= 0x80), until their publish sees it.
+        self._refused: dict[int, tuple[int, str]] = {}
         try:
             self._tls = tls_context if tls_context is not None else url.context()
         except ValueError as err:
@@ -413,6 +454,7 @@ class MqttClient:
             **kwargs,
         )
         client.pending_calls_threshold = 1_000_000  # we bound in-flight calls ourselves
+        _watch_refusals(client, self._refused)
         return client
 
     async def _probe_v5(self) -> bool:
@@ -584,13 +626,23 @@ class MqttClient:
         """Publish and wait for the broker per QoS.
 
         Raises:
+            PublishRefusedError: the broker refused it (MQTT 5 only: over 3.1.1 a broker
+                drops a refused publish without telling).
             BrokerError: the connection is gone or the publish timed out.
         """
         properties = _properties(props) if self.is_v5 else None
+        mids: list[int] = []
+        token = _PUBLISH_MIDS.set(mids)
         try:
             await self._c.publish(topic, payload, qos=qos, retain=retain, properties=properties)
         except aiomqtt.MqttError as err:
             raise BrokerError(str(self.url), f"publish to {topic!r} failed: {err}") from err
+        finally:
+            _PUBLISH_MIDS.reset(token)
+        for mid in mids:
+            refused = self._refused.pop(mid, None)
+            if refused is not None:
+                raise PublishRefusedError(str(self.url), topic, *refused)
 
     async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
         """Subscribe and wait for the SUBACK.
@@ -650,6 +702,9 @@ def broker_url_from(
     url = BrokerURL.parse(raw).with_credentials(
         env.get(ENV_USERNAME) or None, env.get(ENV_PASSWORD) or None
     )
+    # Masked in every log line, report and error message from now on.
+    redact.remember(url.password)
+    redact.remember(env.get(ENV_KEY_PASSWORD))
     if url.password and not url.username:
         raise ValueError(
             f"a password is set but no user name: put it in the URL (mqtt://USER@host) "

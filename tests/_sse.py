@@ -21,11 +21,27 @@ class SSEClient:
     writer: asyncio.StreamWriter
     status: int = 0
     headers: dict[str, str] = field(default_factory=dict)
+    buffer: bytes = b""
+
+    async def _more(self) -> None:
+        """Read on: one chunk of a chunked body (HTTP/1.1 streams are), else what is there."""
+        if self.headers.get("transfer-encoding") != "chunked":
+            data = await self.reader.read(65536)
+            if not data:
+                raise asyncio.IncompleteReadError(self.buffer, None)
+            self.buffer += data
+            return
+        size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
+        if size == 0:
+            raise asyncio.IncompleteReadError(self.buffer, None)
+        self.buffer += (await self.reader.readexactly(size + 2))[:-2]
 
     async def next(self) -> SSEEvent:
         """The next event (comments and the retry line are skipped)."""
         while True:
-            block = await self.reader.readuntil(b"\n\n")
+            while b"\n\n" not in self.buffer:
+                await self._more()
+            block, _, self.buffer = self.buffer.partition(b"\n\n")
             kind, seq, data = "message", None, None
             for line in block.decode().splitlines():
                 name, _, value = line.partition(": ")
@@ -44,7 +60,7 @@ class SSEClient:
 
 async def get(port: int, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"{method} {path} HTTP/1.1\r\nHost: test\r\n\r\n".encode())
+    writer.write(f"{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n".encode())
     raw = await reader.read()
     writer.close()
     head, _, body = raw.partition(b"\r\n\r\n")

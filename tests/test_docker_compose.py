@@ -79,6 +79,7 @@ def test_the_acl_lets_only_the_replayer_publish_the_stream() -> None:
     assert writes == [
         "topic readwrite matchcast/#",
         "pattern readwrite matchcast/consumers/%u/#",
+        "pattern write matchcast/deadletter/%u",
     ]
     assert "pattern read matchcast/#" in acl
 

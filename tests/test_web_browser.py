@@ -232,3 +232,38 @@ async def test_dropped_page_reconnects_and_resumes_without_gaps(browser: Any) ->
         assert ticker.count("HALF TIME") == 1
         assert ticker.count("GOAL") == 1
         assert ticker.count("2H under way") == 1
+
+
+async def test_names_are_shown_as_text_never_as_markup(browser: Any) -> None:
+    """A scorer or team named like HTML is shown literally: no element, no script runs."""
+    from events import Goal, KickOff
+
+    evil = '<img src=x onerror="document.body.dataset.pwned=1">'
+    events = []
+    for s in expand(SEMI):
+        event = s.event
+        if isinstance(event, Goal):
+            event = event.model_copy(update={"scorer": evil})
+        elif isinstance(event, KickOff):
+            home = event.home.model_copy(update={"name": "<b>Argentina</b>"})
+            event = event.model_copy(update={"home": home})
+        events.append(event)
+    hub = Hub()
+    _feed(hub, events[:1], SEMI.match_id)
+    async with WebServer(hub, port=0) as server:
+        page = await browser.new_page()
+        await page.goto(f"{server.url}?match={SEMI.match_id}")
+        await _wait_live(page)
+        state = hub.state(SEMI.match_id)
+        assert state is not None
+        for event in events[1:62]:  # through Gordon's goal
+            state = apply(state, event)
+            hub.publish(event, state)
+        await _wait_text(page, "score", "0-1", timeout_ms=10_000)
+        goals = await page.evaluate("document.getElementById('goals').textContent")
+        assert evil in goals
+        assert await page.evaluate("document.querySelectorAll('main img, main b').length") == 0
+        assert await page.evaluate("document.body.dataset.pwned") is None
+        assert await page.evaluate("document.getElementById('home-name').textContent") == (
+            "<b>Argentina</b>"
+        )

@@ -144,16 +144,40 @@ async def test_adopted_state_clears_history_and_is_pushed() -> None:
     assert _kinds(late.backlog)[1:] == [("state", 40)]
 
 
-async def test_match_list_is_pushed_on_score_changes_not_on_clock_ticks() -> None:
+async def test_match_changes_are_pushed_on_score_changes_not_on_clock_ticks() -> None:
     hub = Hub()
     _feed(hub, 1)
     lobby = hub.connect(None)
+    assert _kinds(lobby.backlog) == [("matches", None)]
     _feed(hub, 61, start=1)  # ticks, half time (a status change), restart
-    assert [k for k, _ in _kinds(_queued(lobby))] == ["matches", "matches"]
+    assert [k for k, _ in _kinds(_queued(lobby))] == ["match", "match"]
     _feed(hub, 62, start=61)  # the goal
     (frame,) = _queued(lobby)
-    listed = json.loads(frame.data.split(b"data: ", 1)[1])["matches"]
-    assert listed[0]["score"] == {"ARG": 0, "ENG": 1}
+    changed = json.loads(frame.data.split(b"data: ", 1)[1])["match"]
+    assert (changed["match_id"], changed["score"]) == (SEMI.match_id, {"ARG": 0, "ENG": 1})
+
+
+def _new_match_bytes(hub: Hub, client: Client, n: int) -> int:
+    """Bytes queued for ``client`` when match number ``n`` (a fresh id) starts."""
+    event = EVENTS[0].model_copy(update={"match_id": f"m{n:06d}"})
+    hub.publish(event, apply(MatchState.new(event.match_id), event))
+    return sum(len(f.data) for f in _queued(client))
+
+
+async def test_bytes_per_new_match_do_not_grow_with_the_number_of_matches() -> None:
+    """3,000 new ids used to push the whole list each time (686 MB to one browser); now each
+    new match costs a browser one entry, the same at the 10th match as at the 3,000th."""
+    hub = Hub(queue_size=10_000)
+    lobby = hub.connect(None)
+    follower = hub.connect("m000000")
+    sizes = [_new_match_bytes(hub, lobby, n) for n in range(3000)]
+    assert sizes[10] == sizes[2999] > 0
+    assert sum(sizes) < 3000 * 1000
+    _queued(follower)
+    assert _new_match_bytes(hub, follower, 3000) == sizes[10]
+    late = hub.connect(None)  # a browser that joins now gets the whole list, once
+    (listed,) = late.backlog
+    assert len(json.loads(listed.data.split(b"data: ", 1)[1])["matches"]) == 3001
 
 
 async def test_disconnect_is_idempotent() -> None:

@@ -160,3 +160,25 @@ async def test_two_hundred_browsers_each_get_every_update_in_order(
     assert all(seqs == expected for seqs in results)
     assert hub.stats.clients_dropped == 0
     assert hub.stats.frames_sent == 200 * len(EVENTS)
+
+
+def test_page_script_never_parses_wire_text_as_html() -> None:
+    """Names reach the page as text nodes (textContent, append of strings), never as markup:
+    the script has no HTML sink at all, so a scorer called ``<img onerror=...>`` stays text."""
+    from importlib import resources
+
+    script = (resources.files("matchcast.web") / "static" / "app.js").read_text()
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+        assert sink not in script, sink
+    assert "textContent" in script
+
+
+async def test_an_idle_stream_gets_keepalive_comments() -> None:
+    """Silence on a stream is broken by a comment line, so proxies keep it and a dead browser
+    is found; the comment is not an event."""
+    async with WebServer(Hub(), port=0, keepalive=0.05) as server:
+        client = await open_stream(server.port, SEMI.match_id)
+        async with asyncio.timeout(10):
+            while b": keepalive" not in client.buffer:
+                await client._more()
+        client.close()

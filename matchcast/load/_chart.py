@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from matchcast.redact import write_private
 
 __all__ = ["Rates", "rates", "write_chart"]
 
@@ -99,5 +102,7 @@ def write_chart(report: dict[str, Any], path: Path) -> None:
     bottom.legend(loc="upper right")
     bottom.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    image = io.BytesIO()
+    fig.savefig(image, dpi=100, format=path.suffix.lstrip(".") or "png")
+    write_private(path, image.getvalue())  # owner-only, like the report
     plt.close(fig)

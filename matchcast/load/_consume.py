@@ -89,7 +89,13 @@ async def run_consumer(
     reporter = StateReporter(client, topics, consumer_id) if report_state else None
     if reporter is not None:
         subs.append(reporter.subscriber)
-    runner = Runner([metrics.instrument(s) for s in subs], topics=topics, queue_size=100_000)
+    # Its dead letters are named after it, like its reported states (consumers/<id>/...).
+    runner = Runner(
+        [metrics.instrument(s) for s in subs],
+        topics=topics,
+        queue_size=100_000,
+        name=consumer_id,
+    )
     metrics.watch(runner)
     source: MessageSource = SharedSource.over(client, shared_group) if shared_group else client
     task = asyncio.ensure_future(runner.run(source, qos=qos))

@@ -1,4 +1,4 @@
-"""The live match page: a bridge subscriber, a fan-out hub, and a small SSE web server.
+"""The live match page: a bridge subscriber, a fan-out hub, and its aiohttp SSE server.
 
 ::
 

@@ -12,7 +12,11 @@ Every frame is a server-sent event encoded once and shared by all browsers of th
   from (also pushed to everyone after the runner resynchronises on a gap);
 - ``event: update`` with ``id: <seq>``: ``{"event": ..., "state": ..., "line": ...}``, the event,
   the state after it and its ticker line (None for clock ticks);
-- ``event: matches`` (no id, so it never moves a browser's resume point): the match picker's list.
+- ``event: matches`` (no id, so it never moves a browser's resume point): the match picker's
+  whole list, sent once, first, to each new browser;
+- ``event: match`` (no id): one match of the picker's list, added or changed (score, status).
+  A browser is sent changes, never the whole list again, so what it receives per new match
+  does not grow with the number of matches.
 """
 
 from __future__ import annotations
@@ -169,7 +173,7 @@ class Hub:
         self._channels: dict[str, _Channel] = {}
         self._lobby: set[Client] = set()  # browsers that follow no match yet
         self._summaries: dict[str, MatchSummary] = {}
-        self._matches_frame = self._encode_matches()
+        self._matches_frame: Frame | None = None  # the whole list, encoded on demand
 
     def now(self) -> float:
         """The hub's clock."""
@@ -227,7 +231,7 @@ class Hub:
         """Register a browser; its backlog is the match list, then the snapshot or the resumed
         history (events after ``last_event_id``) when the hub still holds all of them.
         """
-        backlog = [self._matches_frame]
+        backlog = [self._list_frame()]
         if match_id is None:
             client = Client(None, backlog, self.queue_size)
             self._lobby.add(client)
@@ -303,16 +307,22 @@ class Hub:
                 client.drop()
 
     def _note(self, state: MatchState) -> None:
-        """Update the picker's list; push it to everyone if something it shows changed."""
+        """Update the picker's list; push the one changed entry to everyone if something it
+        shows changed (the whole list only goes to a browser when it connects)."""
         new = summary(state)
         if self._summaries.get(state.match_id) == new:
             return
         self._summaries[state.match_id] = new
-        self._matches_frame = self._encode_matches()
-        self._fan_out(self._lobby, self._matches_frame)
+        self._matches_frame = None
+        payload = json.dumps({"match": new}, ensure_ascii=False).encode()
+        frame = Frame(sse("match", payload), None, 0.0)
+        self._fan_out(self._lobby, frame)
         for channel in self._channels.values():
-            self._fan_out(channel.clients, self._matches_frame)
+            self._fan_out(channel.clients, frame)
 
-    def _encode_matches(self) -> Frame:
-        payload = json.dumps({"matches": self.matches()}, ensure_ascii=False).encode()
-        return Frame(sse("matches", payload), None, 0.0)
+    def _list_frame(self) -> Frame:
+        """The whole list as one frame, encoded once per change however many browsers join."""
+        if self._matches_frame is None:
+            payload = json.dumps({"matches": self.matches()}, ensure_ascii=False).encode()
+            self._matches_frame = Frame(sse("matches", payload), None, 0.0)
+        return self._matches_frame

@@ -1,13 +1,16 @@
-"""A small HTTP/1.1 server for the match page: static files, two JSON endpoints, and SSE.
+"""The match page's web server, on aiohttp: static files, two JSON endpoints, and SSE.
 
-Why a server of our own rather than starlette + uvicorn: the page needs four routes, GET only,
-and one long-lived response type (server-sent events are a text stream with no framing beyond
-blank lines). ``asyncio.start_server`` does that in ~200 lines with no new dependency, and it
-gives the fan-out the control it needs: the socket write is ours, so a browser's queue, the
-moment its bytes reach the kernel (the latency figure) and aborting a slow one are all direct.
-It is not a general web server: no keep-alive (each plain response closes its connection; the
-browser only fetches three files), no TLS (put a reverse proxy in front to expose it), request
-heads capped in size and time.
+aiohttp does the HTTP: its llhttp parser bounds the request line, header fields and header
+count (a request past them gets 400, 431 or 414 from here, never a silent close), and a
+:class:`aiohttp.web.StreamResponse` carries each server-sent event stream. What is ours is the
+fan-out: each stream drains its browser's bounded queue from the hub
+(:mod:`matchcast.web._hub`), records when its bytes reached the socket (the latency figure),
+and can be aborted at once when the browser falls too far behind. Open streams are capped
+(``max_streams``): past the cap a new stream gets 503 with a body saying so, so a crowd of
+browsers cannot take the file descriptors every other request needs. No TLS: put a reverse
+proxy in front to expose it.
+
+Every refused request (4xx, 5xx) gets one ``http.refused`` log line with its status and reason.
 
 Routes:
 
@@ -21,16 +24,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
-from http import HTTPStatus
+import resource
+from collections.abc import Awaitable, Callable
 from importlib import resources
-from urllib.parse import parse_qs, urlsplit
 
 import structlog
+from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
 
-from matchcast.web._hub import Client, Hub
+from matchcast.web._hub import Client, Frame, Hub
 
-__all__ = ["WebServer"]
+__all__ = ["WebServer", "default_max_streams"]
 
 _log = structlog.get_logger("matchcast.web")
 
@@ -40,22 +46,47 @@ _TYPES = {
     ".js": "text/javascript; charset=utf-8",
     ".svg": "image/svg+xml",
 }
-_MATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
-_HEAD_TIMEOUT = 10.0
-_MAX_HEADERS = 64
-_SECURITY = (
-    b"X-Content-Type-Options: nosniff\r\n"
-    b"Content-Security-Policy: default-src 'self'; img-src 'self' data:\r\n"
-    b"Referrer-Policy: no-referrer\r\n"
-)
-_SSE_HEAD = (
-    b"HTTP/1.1 200 OK\r\n"
-    b"Content-Type: text/event-stream; charset=utf-8\r\n"
-    b"Cache-Control: no-cache\r\n"
-    b"X-Accel-Buffering: no\r\n" + _SECURITY + b"\r\n"
-    # The browser waits this long before reconnecting after a drop.
-    b"retry: 1000\n\n"
-)
+_MATCH_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
+_EVENT_ID = re.compile(r"[0-9]{1,15}")
+_SECURITY = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:",
+    "Referrer-Policy": "no-referrer",
+}
+_SSE_HEADERS = {
+    "Content-Type": "text/event-stream; charset=utf-8",
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",
+    **_SECURITY,
+}
+_NO_CACHE = {"Cache-Control": "no-cache"}
+#: The browser waits this long before reconnecting after a drop.
+_RETRY = b"retry: 1000\n\n"
+#: A comment line for an idle stream: keeps proxies from closing it, finds dead browsers.
+_KEEPALIVE = Frame(b": keepalive\n\n", None, 0.0)
+#: Limits of the request head (aiohttp's parser enforces them).
+MAX_LINE = 8190
+MAX_FIELD = 8190
+MAX_HEADERS = 64
+#: The most streams served by default, whatever the descriptor limit allows.
+MAX_STREAMS = 1000
+_LOG_CHARS = 200
+
+#: aiohttp's own logger: it would write every refused request as a traceback through the
+#: standard library. It is silenced; instead the access logger below writes one structured
+#: line per refused request, and the middleware logs a handler's failure with its traceback.
+_aiohttp_log = logging.getLogger("matchcast.web.aiohttp")
+_aiohttp_log.addHandler(logging.NullHandler())
+_aiohttp_log.propagate = False
+
+
+def default_max_streams() -> int:
+    """The stream cap by default: :data:`MAX_STREAMS`, or less where the process may open
+    fewer files (each stream is a socket), keeping half the descriptors for everything else."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_STREAMS
+    return max(1, min(MAX_STREAMS, soft // 2))
 
 
 def _static_files() -> dict[str, tuple[bytes, str]]:
@@ -68,6 +99,57 @@ def _static_files() -> dict[str, tuple[bytes, str]]:
     return files
 
 
+def _short(text: str) -> str:
+    return text if len(text) <= _LOG_CHARS else text[:_LOG_CHARS] + "..."
+
+
+class _AccessLog(AbstractAccessLogger):
+    """One structured line per refused request (aiohttp calls it for every response, parse
+    errors included); served ones only at debug level."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        try:
+            path = request.raw_path
+        except Exception:  # a head too broken to have a path
+            path = ""
+        fields = {
+            "status": response.status,
+            "method": _short(request.method),
+            "path": _short(path),
+            "remote": request.remote,
+        }
+        if response.status >= 400:
+            body = response.text if isinstance(response, web.Response) else None
+            reason = (body or response.reason).strip().splitlines()
+            _log.warning("http.refused", reason=_short(" ".join(reason)), **fields)
+        else:
+            _log.debug("http.served", seconds=round(time, 6), **fields)
+
+
+def _text(status: int, body: str) -> web.Response:
+    return web.Response(status=status, text=body + "\n", headers=_SECURITY)
+
+
+@web.middleware
+async def _errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """Security headers on every answer; a handler's bug costs its request (500), logged."""
+    try:
+        response = await handler(request)
+    except web.HTTPException as err:
+        err.headers.update(_SECURITY)
+        raise
+    except (ConnectionError, asyncio.CancelledError):
+        raise
+    except Exception:
+        _log.exception("http.failed", method=request.method, path=_short(request.raw_path))
+        return _text(500, "internal error (logged on the server)")
+    if not response.prepared:
+        response.headers.update(_SECURITY)
+    return response
+
+
 class WebServer:
     """Serves the page and the SSE streams of a :class:`~matchcast.web.Hub`.
 
@@ -77,40 +159,90 @@ class WebServer:
         port: TCP port; 0 picks a free one (see :attr:`port` after :meth:`start`).
         keepalive: seconds of silence after which a comment line is sent, so a dead browser
             is noticed and proxies keep the stream open.
+        max_streams: SSE streams open at once; past it a new one gets 503. By default
+            :func:`default_max_streams`.
     """
 
     def __init__(
-        self, hub: Hub, host: str = "127.0.0.1", port: int = 8000, *, keepalive: float = 15.0
+        self,
+        hub: Hub,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        *,
+        keepalive: float = 15.0,
+        max_streams: int | None = None,
     ) -> None:
         self.hub = hub
         self.host = host
         self.port = port
         self.keepalive = keepalive
+        self.max_streams = default_max_streams() if max_streams is None else max_streams
+        if self.max_streams < 1:
+            raise ValueError(f"max_streams must be at least 1, not {self.max_streams}")
+        self.refused_streams = 0
         self._files = _static_files()
-        self._server: asyncio.Server | None = None
+        self._runner: web.AppRunner | None = None
         self._streams: set[Client] = set()
+        self._keepalives: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
         """The page's address."""
         return f"http://{self.host}:{self.port}/"
 
+    @property
+    def streams(self) -> int:
+        """SSE streams open now."""
+        return len(self._streams)
+
     async def start(self) -> None:
         """Listen; raises OSError if the port is taken."""
-        self._server = await asyncio.start_server(self._handle, self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
-        _log.info("web.started", url=self.url)
+        app = web.Application(middlewares=[_errors])
+        app.router.add_get("/", self._page)
+        app.router.add_get("/index.html", self._page)
+        app.router.add_get("/static/{name}", self._static)
+        app.router.add_get("/api/matches", self._matches)
+        app.router.add_get("/api/stats", self._stats)
+        app.router.add_route("GET", "/events", self._events)
+        runner = web.AppRunner(
+            app,
+            handle_signals=False,
+            access_log_class=_AccessLog,
+            access_log=_aiohttp_log,
+            logger=_aiohttp_log,
+            max_line_size=MAX_LINE,
+            max_field_size=MAX_FIELD,
+            max_headers=MAX_HEADERS,
+            shutdown_timeout=2.0,
+            # A browser that goes away cancels its stream at once and frees its slot, rather
+            # than at the next write (up to ``keepalive`` seconds later).
+            handler_cancellation=True,
+        )
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port)
+        try:
+            await site.start()
+        except OSError:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = runner.addresses[0][1]  # the bound port, for port=0
+        self._keepalives = asyncio.ensure_future(self._keep_alive())
+        _log.info("web.started", url=self.url, max_streams=self.max_streams)
 
     async def stop(self) -> None:
         """Stop listening and end every stream."""
-        if self._server is None:
+        if self._runner is None:
             return
-        self._server.close()
+        if self._keepalives is not None:
+            self._keepalives.cancel()
+            await asyncio.gather(self._keepalives, return_exceptions=True)
+            self._keepalives = None
         for client in list(self._streams):
             client.drop()
-        await self._server.wait_closed()
-        self._server = None
-        _log.info("web.stopped", **self.hub.stats.as_dict())
+        await self._runner.cleanup()
+        self._runner = None
+        _log.info("web.stopped", refused_streams=self.refused_streams, **self.hub.stats.as_dict())
 
     async def __aenter__(self) -> WebServer:
         await self.start()
@@ -119,125 +251,98 @@ class WebServer:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    # ------------------------------------------------------------ requests
+    # ------------------------------------------------------------ plain routes
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = await self._read_head(reader)
-            if head is None:
-                return
-            method, target, headers = head
-            url = urlsplit(target)
-            if method not in ("GET", "HEAD") or (method == "HEAD" and url.path == "/events"):
-                await self._respond(writer, HTTPStatus.METHOD_NOT_ALLOWED, b"GET only\n")
-                return
-            query = parse_qs(url.query)
-            if url.path == "/events":
-                await self._events(writer, query, headers)
-            else:
-                await self._plain(writer, url.path, body=method == "GET")
-        except (ConnectionError, TimeoutError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            writer.close()
+    async def _page(self, _request: web.Request) -> web.Response:
+        return self._file("index.html")
 
-    async def _read_head(
-        self, reader: asyncio.StreamReader
-    ) -> tuple[str, str, dict[str, str]] | None:
-        try:
-            async with asyncio.timeout(_HEAD_TIMEOUT):
-                parts = (await reader.readline()).decode("latin-1").split()
-                headers: dict[str, str] = {}
-                for _ in range(_MAX_HEADERS):
-                    line = await reader.readline()
-                    if line in (b"\r\n", b"\n", b""):
-                        break
-                    name, _, value = line.decode("latin-1").partition(":")
-                    headers[name.strip().lower()] = value.strip()
-        except ValueError:  # a line over the stream's limit
-            return None
-        if len(parts) != 3:
-            return None
-        return parts[0], parts[1], headers
+    async def _static(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        if name not in self._files:
+            return _text(404, "not found")
+        return self._file(name)
 
-    async def _plain(self, writer: asyncio.StreamWriter, path: str, *, body: bool) -> None:
-        if path in ("/", "/index.html"):
-            content, ctype = self._files["index.html"]
-        elif path.startswith("/static/") and path[8:] in self._files:
-            content, ctype = self._files[path[8:]]
-        elif path == "/api/matches":
-            content, ctype = self._json({"matches": self.hub.matches()})
-        elif path == "/api/stats":
-            content, ctype = self._json(self.hub.stats.as_dict())
-        else:
-            await self._respond(writer, HTTPStatus.NOT_FOUND, b"not found\n")
-            return
-        await self._respond(writer, HTTPStatus.OK, content, ctype, body=body)
+    def _file(self, name: str) -> web.Response:
+        content, ctype = self._files[name]
+        return web.Response(body=content, headers={"Content-Type": ctype, **_NO_CACHE})
+
+    async def _matches(self, _request: web.Request) -> web.Response:
+        return self._json({"matches": self.hub.matches()})
+
+    async def _stats(self, _request: web.Request) -> web.Response:
+        stats = self.hub.stats.as_dict()
+        stats["streams_open"] = len(self._streams)
+        stats["streams_refused"] = self.refused_streams
+        stats["max_streams"] = self.max_streams
+        return self._json(stats)
 
     @staticmethod
-    def _json(doc: object) -> tuple[bytes, str]:
-        return json.dumps(doc, ensure_ascii=False).encode(), "application/json"
-
-    @staticmethod
-    async def _respond(
-        writer: asyncio.StreamWriter,
-        status: HTTPStatus,
-        content: bytes,
-        ctype: str = "text/plain; charset=utf-8",
-        *,
-        body: bool = True,
-    ) -> None:
-        head = (
-            f"HTTP/1.1 {status.value} {status.phrase}\r\n"
-            f"Content-Type: {ctype}\r\nContent-Length: {len(content)}\r\n"
-            "Cache-Control: no-cache\r\nConnection: close\r\n"
-        ).encode()
-        writer.write(head + _SECURITY + b"\r\n" + (content if body else b""))
-        await writer.drain()
+    def _json(doc: object) -> web.Response:
+        body = json.dumps(doc, ensure_ascii=False).encode()
+        return web.Response(body=body, headers={"Content-Type": "application/json", **_NO_CACHE})
 
     # ------------------------------------------------------------ the SSE stream
 
-    async def _events(
-        self, writer: asyncio.StreamWriter, query: dict[str, list[str]], headers: dict[str, str]
-    ) -> None:
-        match_id = (query.get("match") or [""])[0] or None
-        if match_id is not None and not _MATCH_ID.match(match_id):
-            await self._respond(writer, HTTPStatus.BAD_REQUEST, b"bad match id\n")
-            return
-        raw_id = headers.get("last-event-id") or (query.get("last_event_id") or [""])[0]
-        last_id = int(raw_id) if raw_id.isdigit() else None
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        match_id = request.query.get("match") or None
+        if match_id is not None and not _MATCH_ID.fullmatch(match_id):
+            return _text(400, "bad match id: letters, digits, '.', '_' and '-', at most 80")
+        raw_id = request.headers.get("Last-Event-ID") or request.query.get("last_event_id")
+        last_id: int | None = None
+        if raw_id:
+            if not _EVENT_ID.fullmatch(raw_id):
+                return _text(400, "bad Last-Event-ID: expected the decimal seq of an event")
+            last_id = int(raw_id)
+        if len(self._streams) >= self.max_streams:
+            self.refused_streams += 1
+            return web.Response(
+                status=503,
+                text=f"too many live streams ({self.max_streams} open); try again later\n",
+                headers={"Retry-After": "5", **_SECURITY},
+            )
+        transport = request.transport
+        if transport is None:  # the browser is already gone
+            return web.Response(status=499)
         client = self.hub.connect(match_id, last_id)
-        client.abort = writer.transport.abort
+        client.abort = transport.abort
         self._streams.add(client)
+        response = web.StreamResponse(headers=_SSE_HEADERS)
         try:
-            await self._pump(writer, client)
+            await response.prepare(request)
+            await self._pump(response, client)
+        except (ConnectionError, RuntimeError):
+            pass  # the browser left, or we aborted it
         finally:
             self._streams.discard(client)
             self.hub.disconnect(client)
+        return response
 
-    async def _pump(self, writer: asyncio.StreamWriter, client: Client) -> None:
+    async def _keep_alive(self) -> None:
+        """Every ``keepalive`` seconds, a comment line to each stream with nothing queued.
+
+        One timer for all streams, rather than a timeout around every wait of every stream:
+        the fan-out's cost per frame and browser is what the latency figure measures.
+        """
+        while True:
+            await asyncio.sleep(self.keepalive)
+            for client in list(self._streams):
+                if client.queue.empty():
+                    client.offer(_KEEPALIVE)
+
+    async def _pump(self, response: web.StreamResponse, client: Client) -> None:
         loop = asyncio.get_running_loop()
-        writer.write(_SSE_HEAD)
-        writer.writelines([f.data for f in client.backlog])
+        await response.write(_RETRY + b"".join(f.data for f in client.backlog))
         client.backlog = []
-        await writer.drain()
         queue = client.queue
         while True:
-            try:
-                async with asyncio.timeout(self.keepalive):
-                    first = await queue.get()
-            except TimeoutError:
-                writer.write(b": keepalive\n\n")
-                await writer.drain()
-                continue
+            first = await queue.get()
             batch = [first]
             while not queue.empty():
                 batch.append(queue.get_nowait())
             frames = [f for f in batch if f is not None]
             if len(frames) < len(batch):
                 return  # dropped, or the server is stopping
-            writer.writelines([f.data for f in frames])
-            await writer.drain()
+            await response.write(b"".join(f.data for f in frames))
             now = loop.time()
             for f in frames:
                 if f.seq is not None:

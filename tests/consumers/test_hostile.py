@@ -104,7 +104,7 @@ async def test_every_hostile_payload_is_rejected_and_the_consumer_goes_on(kind: 
     assert h.stats.rejected == len(CORPUS)
     assert len(h.logged("message.rejected")) == len(CORPUS)
     assert len(dead.sent) == h.stats.dead_lettered == len(CORPUS)
-    assert {t for t, _ in dead.sent} == {TOPICS.deadletter("consumer")}
+    assert {t for t, _ in dead.sent} == {TOPICS.deadletter(h.runner.name)}  # one topic, named
     assert h.state() == replay_state(MATCH, EVENTS)
     assert not h.errors
 

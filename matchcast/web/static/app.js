@@ -1,6 +1,7 @@
 // matchcast live page: follows one match over server-sent events. Vanilla JS, no build step.
 // The server sends `state` (a snapshot: start from it), `update` (an event and the state
-// after it, id = seq) and `matches` (the picker's list). EventSource reconnects by itself
+// after it, id = seq), `matches` (the picker's whole list, once on connect) and `match` (one
+// entry of that list, added or changed). EventSource reconnects by itself
 // and sends Last-Event-ID, so the server resumes the stream where this page left it.
 "use strict";
 
@@ -226,15 +227,35 @@ function onUpdate(e) {
 
 function onMatches(e) {
   matches = JSON.parse(e.data).matches;
-  const wrap = $("picker-wrap");
-  const picker = $("picker");
-  wrap.hidden = matches.length < 2 && (!current || matches.some((m) => m.match_id === current));
-  picker.replaceChildren(...matches.map((m) => {
-    const [h, a] = m.home && m.away ? [m.home.code, m.away.code] : Object.keys(m.score);
-    const label = h && a ? `${h} ${m.score[h] ?? 0}-${m.score[a] ?? 0} ${a} · ${STATUS[m.status] || m.status}` : m.match_id;
-    return el("option", { value: m.match_id }, label);
-  }));
-  if (current) picker.value = current;
+  $("picker").replaceChildren(...matches.map(pickerOption));
+  pickerChanged();
+}
+
+// One entry added or changed: only its option is touched, so a day of many matches costs
+// each update one option, not the whole list.
+function onMatch(e) {
+  const m = JSON.parse(e.data).match;
+  const option = pickerOption(m);
+  const i = matches.findIndex((x) => x.match_id === m.match_id);
+  if (i >= 0) {
+    matches[i] = m;
+    $("picker").options[i].replaceWith(option);
+  } else {
+    matches.push(m);
+    $("picker").append(option);
+  }
+  pickerChanged();
+}
+
+function pickerOption(m) {
+  const [h, a] = m.home && m.away ? [m.home.code, m.away.code] : Object.keys(m.score);
+  const label = h && a ? `${h} ${m.score[h] ?? 0}-${m.score[a] ?? 0} ${a} · ${STATUS[m.status] || m.status}` : m.match_id;
+  return el("option", { value: m.match_id }, label);
+}
+
+function pickerChanged() {
+  $("picker-wrap").hidden = matches.length < 2 && (!current || matches.some((m) => m.match_id === current));
+  if (current) $("picker").value = current;
   if (!current && matches.length) {
     const live = matches.find((m) => m.status !== "finished") || matches[0];
     follow(live.match_id);
@@ -255,6 +276,7 @@ function follow(matchId) {
   source.addEventListener("state", onState);
   source.addEventListener("update", onUpdate);
   source.addEventListener("matches", onMatches);
+  source.addEventListener("match", onMatch);
   source.onopen = () => setConn("live", matchId ? "Connected" : "Connected: waiting for a match…");
   source.onerror = () => setConn("reconnecting", "Reconnecting…");
 }
