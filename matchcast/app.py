@@ -37,7 +37,7 @@ def status_payload(
 
 async def run_replay(
     matches: Sequence[Match | Recording],
-    url: BrokerURL,
+    url: BrokerURL | Sequence[BrokerURL],
     options: ReplayOptions,
     *,
     replayer_id: str | None = None,
@@ -45,7 +45,8 @@ async def run_replay(
     max_outage: float = 300.0,
     delays: Sequence[float] | None = None,
 ) -> list[ReplayReport]:
-    """Replay ``matches`` (match files or recordings) concurrently onto the broker at ``url``.
+    """Replay ``matches`` (match files or recordings) concurrently onto the broker at ``url``
+    (or the first of a list of brokers that answers; the others are failed over to).
 
     The replayer's status topic says ``online`` while it runs and ``offline`` after, or when
     the connection dies (the last will). A lost connection is replaced with backoff and the
@@ -84,7 +85,7 @@ async def run_replay(
     ) as client:
         _log.info(
             "replayer.connected",
-            broker=str(url),
+            broker=str(client.url),
             protocol=client.protocol_version,
             replayer_id=replayer_id,
         )
@@ -115,7 +116,7 @@ async def run_replay(
 
 
 async def run_watch(
-    url: BrokerURL,
+    url: BrokerURL | Sequence[BrokerURL],
     subscribers: Sequence[Subscriber],
     *,
     topics: Topics | None = None,

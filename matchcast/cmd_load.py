@@ -16,7 +16,8 @@ from typing import Annotated, Any
 
 import typer
 
-from matchcast.options import CaFileOpt, CertFileOpt, KeyFileOpt, TlsInsecureOpt
+from matchcast.load._nodes import NodeAssigner
+from matchcast.options import CaFileOpt, CertFileOpt, KeyFileOpt, ProtocolOpt, TlsInsecureOpt
 
 #: Unlike the other commands, a load test never falls back to the embedded broker.
 _BrokerOpt = Annotated[
@@ -24,7 +25,8 @@ _BrokerOpt = Annotated[
     typer.Option(
         "--broker",
         "-b",
-        help="mqtt://\\[user:pass@]host:port or mqtts://...; default $MATCHCAST_BROKER.",
+        help="mqtt://\\[user:pass@]host:port or mqtts://...; a comma-separated list spreads "
+        "the connections over the nodes round-robin. Default $MATCHCAST_BROKER.",
         show_default=False,
     ),
 ]
@@ -39,23 +41,33 @@ class ClientKind(StrEnum):
     fast = "fast"
 
 
-def make_factory(kind: ClientKind, url: Any) -> Any:
-    """A :data:`~matchcast.load.ClientFactory` for ``kind`` connecting to ``url``."""
+def make_factory(kind: ClientKind, brokers: Any, protocol: str = "auto") -> Any:
+    """A :data:`~matchcast.load.ClientFactory` for ``kind``, each connection to the next node
+    of its role: ``brokers`` is a :class:`NodeAssigner` (which counts them), a list of broker
+    URLs, or one."""
+    from matchcast.mqtt import BrokerURL  # noqa: PLC0415
+
+    if isinstance(brokers, NodeAssigner):
+        nodes = brokers
+    else:
+        nodes = NodeAssigner((brokers,) if isinstance(brokers, BrokerURL) else tuple(brokers))
     if kind is ClientKind.fast:
         from matchcast.fastmqtt import FastClient  # noqa: PLC0415
 
         def fast(client_id: str, role: str) -> AbstractAsyncContextManager[Any]:
-            return FastClient(url, client_id=client_id)
+            # The fast client takes one URL today: its node, without failover.
+            return FastClient(nodes.assign(role)[0], client_id=client_id)
 
         return fast
     from matchcast.mqtt import MqttClient  # noqa: PLC0415
 
     def slow(client_id: str, role: str) -> AbstractAsyncContextManager[Any]:
+        url = nodes.assign(role)
         # paho does not hold its QoS 2 publishes to the broker's receive maximum (mosquitto's
         # is 20): the broker refuses the excess in PUBREC, and aiomqtt reports success.
         # Measured here: with 1000 in flight 20 of 424 QoS 2 events arrived, with 20 all.
         # paho's own default of 20 it is; the load sender's window queues the rest.
-        return MqttClient(url, client_id=client_id, max_inflight=20)
+        return MqttClient(url, client_id=client_id, max_inflight=20, protocol=protocol)  # type: ignore[arg-type]
 
     return slow
 
@@ -208,6 +220,7 @@ def load(
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Live view (on a terminal).")
     ] = True,
+    protocol: ProtocolOpt = "auto",
     log_format: Annotated[
         str, typer.Option("--log-format", help="auto, console or json.")
     ] = "auto",
@@ -233,6 +246,7 @@ def load(
         _merge([Path(f) for f in specs[1:]], report, csv_path, chart)
         return
     topics = cli._topics(root)
+    checked_protocol = cli._protocol(protocol)
     spd = cli._speed(speed)
     if shared_group is not None and (not shared_group or any(c in shared_group for c in "/+#")):
         cli._fail(f"--shared-group {shared_group!r} must be a name without / + #", 2)
@@ -306,17 +320,18 @@ def load(
     }
     console = Console(stderr=True)
     with _spawned(spawn_mosquitto) as spawned_url:
-        url = cli._connection_options(
-            spawned_url or broker, ca_file, cert_file, key_file, tls_insecure
+        # Shards start their round-robin on different nodes, so one publisher each spreads.
+        nodes = _nodes(
+            spawned_url or broker,
+            (ca_file, cert_file, key_file, tls_insecure),
+            offset=the_shard[0] if the_shard else 0,
         )
-        if url is None:
-            msg = "matchcast load needs --broker URL (or $MATCHCAST_BROKER, or --spawn-mosquitto)"
-            cli._fail(msg, 2)
-        parameters["broker"] = str(url)
+        parameters.update(broker=nodes.listed, protocol=checked_protocol)
         if workers > 1 or probe_workers > 0:
             child = [
                 *(specs or []),
-                *("--broker", str(url), "--matches", str(matches)),
+                *("--broker", nodes.listed, "--matches", str(matches)),
+                *("--protocol", checked_protocol),
                 *("--speed", speed, "--ramp", str(ramp)),
                 *("--qos", str(qos), "--payload-size", str(payload_size)),
                 "--states" if states else "--no-states",
@@ -337,7 +352,7 @@ def load(
             result = _run_workers(_shards(workers, probe_workers, subscribers), child, console)
             result["parameters"].update(workers=workers, probe_workers=probe_workers)
         else:
-            run = LoadRun(options, templates, make_factory(client, url))
+            run = LoadRun(options, templates, make_factory(client, nodes, checked_protocol))
 
             async def go() -> None:
                 async with _live(run, console, progress and console.is_terminal):
@@ -345,7 +360,21 @@ def load(
 
             cli._run(go)
             result = build_report(run, parameters, streams=the_shard is not None)
+            result["nodes"] = nodes.figures()
     _output(result, report, csv_path, chart)
+
+
+def _nodes(
+    broker: str | None, tls: tuple[Path | None, Path | None, Path | None, bool], *, offset: int
+) -> NodeAssigner:
+    """The brokers of ``--broker`` (one or a list), to assign connections to round-robin."""
+    from matchcast import cli  # noqa: PLC0415
+
+    url = cli._connection_options(broker, *tls)
+    if url is None:
+        msg = "matchcast load needs --broker URL (or $MATCHCAST_BROKER, or --spawn-mosquitto)"
+        cli._fail(msg, 2)
+    return NodeAssigner(url, offset=offset)
 
 
 def _parse_shard(text: str) -> tuple[int, int]:
@@ -523,6 +552,7 @@ def consume(
     client: Annotated[
         ClientKind, typer.Option("--client", help="fast (MQTT 5 only) or aiomqtt (also 3.1.1).")
     ] = ClientKind.fast,
+    protocol: ProtocolOpt = "auto",
     log_format: Annotated[str, typer.Option("--log-format", help="auto, console or json.")] = (
         "auto"
     ),
@@ -540,7 +570,7 @@ def consume(
     metrics = RunnerMetrics()
     if metrics_port is not None:
         metrics.serve(metrics_port, metrics_addr)
-    factory = make_factory(client, url)
+    factory = make_factory(client, url, cli._protocol(protocol))
 
     async def go() -> None:
         async with factory(f"mc-consume-{consumer_id}", "consumer") as conn:

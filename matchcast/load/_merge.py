@@ -20,6 +20,7 @@ from matchcast.load._accounting import (
     histogram_summary,
     new_histogram,
 )
+from matchcast.load._nodes import merge_node_figures
 from matchcast.load._report import REPORT_FORMAT
 
 __all__ = ["MergeError", "merge_reports"]
@@ -196,5 +197,6 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
         ),
         "expected_last_seq": expected,
         "final_scores": final_scores,
+        "nodes": merge_node_figures(reports),
         "streams": None,
     }
