@@ -15,7 +15,15 @@ from typing import Literal
 import structlog
 
 from consumers import Runner, Subscriber
-from events import CONTENT_TYPE, ConnectionLostError, FullTime, MatchState, MessageProps, Topics
+from events import (
+    CONTENT_TYPE,
+    BrokerError,
+    ConnectionLostError,
+    FullTime,
+    MatchState,
+    MessageProps,
+    Topics,
+)
 from matchcast.mqtt import BrokerURL, MqttClient, Protocol, WillSpec
 from matchcast.status import ReplayerStatus
 from simulator import Match, Recording, Replayer, ReplayOptions, ReplayReport
@@ -72,6 +80,16 @@ async def run_replay(
             props=props,
         )
 
+    async def announce_again(client: MqttClient) -> None:
+        # After a failover the status is best effort: a node whose retained store is still
+        # electing a leader (NATS JetStream) must not stop the replay. The events go on.
+        try:
+            await announce(client)
+        except BrokerError as err:
+            _log.warning(
+                "replayer.status_not_published", replayer_id=replayer_id, reason=err.reason
+            )
+
     async with MqttClient(
         url,
         client_id=f"matchcast-{replayer_id}",
@@ -80,7 +98,7 @@ async def run_replay(
         # More unacknowledged QoS 2 publishes than the broker's receive maximum (mosquitto: 20)
         # are refused by the broker yet reported sent by the client; paho queues the rest.
         max_inflight=20,
-        on_reconnect=announce,
+        on_reconnect=announce_again,
         max_outage=max_outage,
     ) as client:
         _log.info(

@@ -70,6 +70,8 @@ _V5_SUPPORT: dict[tuple[str, int], bool] = {}
 #: Seconds to wait for the CONNACK of an MQTT 5 CONNECT before trying 3.1.1 (``--protocol
 #: auto``): RabbitMQ 3.x never answers one, NATS refuses it at once.
 V5_CONNACK_TIMEOUT = 3.0
+#: Seconds a failover attempt waits for a node's CONNACK when the list has other nodes.
+FAILOVER_CONNECT_TIMEOUT = 2.0
 
 
 def describe(urls: Sequence[BrokerURL]) -> str:
@@ -386,6 +388,7 @@ class MqttClient:
         keepalive: int = 30,
         connect_timeout: float = 10.0,
         connack_timeout: float = V5_CONNACK_TIMEOUT,
+        failover_timeout: float = FAILOVER_CONNECT_TIMEOUT,
         max_inflight: int = 100,
         tls_context: ssl.SSLContext | None = None,
         backoff_initial: float = 0.1,
@@ -417,6 +420,12 @@ class MqttClient:
         self._keepalive = keepalive
         self._timeout = connect_timeout
         self._connack_timeout = min(connack_timeout, connect_timeout)
+        # With other nodes to try, a node that stalls a CONNECT (NATS while JetStream elects
+        # new leaders) gets a short wait: the next node may answer at once.
+        self._failover_timeout = (
+            min(failover_timeout, connect_timeout) if len(self.urls) > 1 else connect_timeout
+        )
+        self._attempt_timeout = connect_timeout
         self._max_inflight = max_inflight
         try:
             self._tls = [tls_context if tls_context is not None else u.context() for u in self.urls]
@@ -456,7 +465,10 @@ class MqttClient:
             protocol=aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311,
             will=will,
             # A v5 CONNECT that a 3.1.1-only broker ignores (RabbitMQ 3.x) waits only briefly.
-            timeout=self._connack_timeout if v5 and self._protocol == "auto" else self._timeout,
+            timeout=min(
+                self._attempt_timeout,
+                self._connack_timeout if v5 and self._protocol == "auto" else self._timeout,
+            ),
             keepalive=self._keepalive,
             max_inflight_messages=self._max_inflight,
             properties=props,
@@ -538,7 +550,7 @@ class MqttClient:
                 _abandon(client)
                 refused_v5 = version == "5" and "protocol" in str(err.rc).lower()
                 if refused_v5 and self._protocol == "auto":
-                    _V5_SUPPORT[key] = False
+                    self._v311_only(key)
                     _log.info("broker.v5_refused", broker=str(url), fallback="3.1.1")
                     continue
                 if refused_v5:
@@ -558,10 +570,13 @@ class MqttClient:
                     v5_failure = f"no CONNACK to MQTT 5 within {self._connack_timeout:g}s, "
                     _log.info("broker.v5_unanswered", broker=str(url), fallback="3.1.1")
                     continue
-                reason = _connect_failure(err, version, self._protocol, self._timeout, url)
+                reason = _connect_failure(err, version, self._protocol, self._attempt_timeout, url)
                 raise BrokerError(str(url), f"cannot connect: {v5_failure}{reason}") from err
-            if v5_failure or version == "5":
-                _V5_SUPPORT[key] = version == "5"
+            if version == "5":
+                _V5_SUPPORT[key] = True
+            elif v5_failure:
+                self._v311_only(key)
+            client.timeout = self._timeout  # a short connect wait is not a short publish wait
             self._client = client
             self.protocol_version = version
             _log.debug(
@@ -569,6 +584,14 @@ class MqttClient:
             )
             return
         raise BrokerError(str(url), "refused both MQTT 5 and MQTT 3.1.1")  # pragma: no cover
+
+    def _v311_only(self, key: tuple[str, int]) -> None:
+        """Remember that this address speaks 3.1.1 only, and assume so of the other nodes of
+        the list not asked yet (one cluster runs one engine): a failover then costs no wait
+        for a CONNACK to MQTT 5 that will not come."""
+        _V5_SUPPORT[key] = False
+        for url in self.urls:
+            _V5_SUPPORT.setdefault((url.host, url.port), False)
 
     async def wait_lost(self) -> None:
         """Return when the current connection is lost (not when we close it ourselves).
@@ -617,6 +640,7 @@ class MqttClient:
         started = time.monotonic()
         for number, attempt in enumerate(self.attempts.after_loss(), start=1):
             await asyncio.sleep(attempt.delay)
+            self._attempt_timeout = self._failover_timeout
             try:
                 await self._connect_to(attempt.index)
             except BrokerError as err:
@@ -633,6 +657,8 @@ class MqttClient:
                         self.broker, f"unreachable for {waited:.0f}s, giving up: {err.reason}"
                     ) from err
                 continue
+            finally:
+                self._attempt_timeout = self._timeout
             self.attempts.connected(attempt.index)
             self.reconnects += 1
             outage = round(time.monotonic() - started, 3)

@@ -228,11 +228,17 @@ class Replayer:
         report.final_state = state
         index = begin
         run = _Run(self, events, states, offsets, base, t0, wall0, report, log)
+        resume: MatchState | None = None
         try:
             while True:
                 try:
+                    if resume is not None:
+                        await run.resume(resume, index)
+                        resume = None
                     await run.publish_from(index)
                     break
+                except BrokerError as err:
+                    reason = _reconnectable(err, self.publisher)
                 except ExceptionGroup as group:
                     lost, rest = group.split(BrokerError)
                     if (
@@ -243,19 +249,10 @@ class Replayer:
                         raise
                     reason = _first(lost)
                 log.warning("replay.connection_lost", reason=reason, last_seq=report.last_seq)
-                await self.publisher.reconnect()
+                await _reconnect(self.publisher)
                 report.reconnects += 1
-                index = run.first_unacked()
-                state = states[index - 1] if index else initial
-                # The broker may have lost its retained messages: say where we are first.
-                await self.publisher.publish(
-                    state_topic,
-                    encode_state(state),
-                    qos=opts.qos,
-                    retain=True,
-                    props=_state_props(state),
-                )
-                log.info("replay.resumed", from_seq=index + 1, score=state.scoreline)
+                index = run.first_unacked() if resume is None else index
+                resume = states[index - 1] if index else initial
         except asyncio.CancelledError:
             log.warning("replay.interrupted", last_seq=report.last_seq, published=report.published)
             raise
@@ -301,6 +298,23 @@ class _Run:
         self.log = log
         self.unacked: dict[int, int] = {}  # seq -> messages of it not yet acknowledged
         self.next_index = 0
+
+    async def resume(self, state: MatchState, index: int) -> None:
+        """Publish ``state`` (retained) before resuming at ``index`` after a reconnect.
+
+        The broker may have lost its retained messages: say where we are first. A node still
+        electing its retained store's leader (NATS JetStream) times out here like any
+        publish; the caller reconnects and tries again.
+        """
+        opts = self.options
+        await self.pub.publish(
+            opts.topics.state(self.report.match_id),
+            encode_state(state),
+            qos=opts.qos,
+            retain=True,
+            props=_state_props(state),
+        )
+        self.log.info("replay.resumed", from_seq=index + 1, score=state.scoreline)
 
     def first_unacked(self) -> int:
         """Index of the first event not fully acknowledged: where a resumed replay starts."""
@@ -385,6 +399,18 @@ class _Run:
             self.unacked[seq] = left
         else:
             del self.unacked[seq]
+
+
+async def _reconnect(publisher: Publisher) -> None:
+    assert isinstance(publisher, Reconnectable)  # checked where the loss was caught
+    await publisher.reconnect()
+
+
+def _reconnectable(err: BrokerError, publisher: Publisher) -> str:
+    """The reason of ``err`` when ``publisher`` can reconnect; otherwise ``err`` is raised."""
+    if not isinstance(publisher, Reconnectable):
+        raise err
+    return err.reason
 
 
 def _first(group: BaseExceptionGroup[BrokerError]) -> str:
