@@ -8,17 +8,29 @@ subscribes to that match's exact state topic: on every (re)subscription, which i
 consumer that failed over to another node, or lost its session, gets its snapshot there; and
 when it asks for a snapshot after a gap. Elsewhere the extra subscription costs a duplicate
 snapshot, which the sequencer ignores (a state is applied by its seq, once).
+
+A re-subscription on a connection that does not resume the session (a clean session, or a
+session abandoned because its node died) may have missed events, and none may follow (the
+match is over): each known match then takes a newer snapshot as the state, reported as a
+resynchronisation (``state.synchronised`` with ``reason=gap``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 import structlog
 
+from consumers._sequencer import Sequencer
 from events import MatchcastError, MessageSource, Topics
 
-__all__ = ["exact_state_topics", "subscribe_exact_states"]
+__all__ = ["exact_state_topics", "expect_snapshots", "subscribe_exact_states"]
+
+
+class _HasSequencer(Protocol):
+    seq: Sequencer
+
 
 _log = structlog.get_logger("matchcast.consumer")
 
@@ -31,11 +43,27 @@ def exact_state_topics(topics: Topics, match_filter: str, known: Iterable[str]) 
     return [topics.state(m) for m in sorted(known)]
 
 
+def expect_snapshots(lanes: Iterable[_HasSequencer]) -> None:
+    """Let each lane's sequencer take a newer snapshot as the state, as after a gap."""
+    for lane in lanes:
+        seq = lane.seq
+        if seq.state is not None and seq.resync_from is None:
+            seq.resync_from = seq.state.last_seq + 1
+            _log.info("state.resync_expected", match_id=seq.match_id, after=seq.state.last_seq)
+
+
 async def subscribe_exact_states(
-    source: MessageSource, topics: Topics, match_filter: str, known: Iterable[str], qos: int
+    source: MessageSource,
+    topics: Topics,
+    match_filter: str,
+    known: Mapping[str, _HasSequencer],
+    qos: int,
 ) -> None:
     """Subscribe to the exact state topic of every ``known`` match (see the module docstring);
-    a refusal is logged and costs only that match's snapshot."""
+    a refusal is logged and costs only that match's snapshot. On a source that does not resume
+    its session (``resumes_session`` False), expect a newer snapshot of each."""
+    if known and not getattr(source, "resumes_session", True):
+        expect_snapshots(known.values())
     for topic in exact_state_topics(topics, match_filter, known):
         try:
             await source.subscribe(topic, qos=qos)

@@ -197,4 +197,15 @@ async def run_watch(
                 # a clean one re-subscribes and resynchronises from the retained snapshot.
                 _log.warning("consumer.connection_lost", reason=err.reason)
                 await client.reconnect()
+            except BrokerError as err:
+                if not (client.reconnects and client.persistent):
+                    raise
+                # Failed over to a node that cannot resume the session (RabbitMQ 3.10 keeps
+                # it on the lost node only, and a subscribe there hangs): go on with a clean
+                # one. The gap is reported and the state taken from the snapshot.
+                _log.warning(
+                    "consumer.session_abandoned", broker=str(client.url), reason=err.reason
+                )
+                client.start_clean()
+                await client.reconnect()
     return runner.states

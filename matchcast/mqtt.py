@@ -585,6 +585,25 @@ class MqttClient:
             return
         raise BrokerError(str(url), "refused both MQTT 5 and MQTT 3.1.1")  # pragma: no cover
 
+    @property
+    def persistent(self) -> bool:
+        """True while connections ask the broker to resume the session (clean start off)."""
+        return not self._clean_start
+
+    @property
+    def resumes_session(self) -> bool:
+        """Whether a (re)connection gets what was published while away: the runner reads it
+        to expect a newer snapshot after a clean reconnection (consumers/_latejoin.py)."""
+        return not self._clean_start
+
+    def start_clean(self) -> None:
+        """Connect with a clean session, under a client id of its own, from now on: the
+        persistent session cannot be resumed. RabbitMQ 3.10 keeps a session's queue on one
+        node; with that node gone, a subscribe under the same client id hangs on any other,
+        clean session or not. The original id keeps its session for when the node returns."""
+        self._clean_start = True
+        self.client_id = f"{self.client_id}-{uuid.uuid4().hex[:6]}"
+
     def _v311_only(self, key: tuple[str, int]) -> None:
         """Remember that this address speaks 3.1.1 only, and assume so of the other nodes of
         the list not asked yet (one cluster runs one engine): a failover then costs no wait

@@ -215,8 +215,6 @@ async def test_a_consumers_node_killed_mid_replay(cluster: Cluster, topics: Topi
     """A consumer with a session loses its node. NATS keeps the session in JetStream: nothing
     is missed. RabbitMQ 3.10 keeps it on that node only: the consumer rejoins on another node
     from the snapshot, reports the gap, and never handles a seq twice."""
-    if cluster.engine == "nats":
-        pytest.xfail("needs the run identity of issue 13")  # replaced below once measured
     urls = cluster.urls
     seen: list[int] = []
     runner = Runner([_recorder("session", seen)], topics=topics)
@@ -240,12 +238,20 @@ async def test_a_consumers_node_killed_mid_replay(cluster: Cluster, topics: Topi
         await _until(lambda: len(seen) > 40)
         cluster.kill(0)
         (report,) = await replay
-        states = await watch
+        if cluster.engine == "rabbitmq":  # where the rejoining consumer must find it
+            held = await _retained_state(urls[1], topics)
+            assert held.scoreline == "ARG 2-1 ENG"
+        async with asyncio.timeout(40):
+            states = await watch
     assert report.final_state is not None
-    assert states[SEMI.match_id].scoreline == "ARG 2-1 ENG"
+    assert (states[SEMI.match_id].scoreline, states[SEMI.match_id].status) == (
+        "ARG 2-1 ENG",
+        "finished",
+    )
     assert seen == sorted(set(seen)), "no seq handled twice, none out of order"
-    assert seen[-1] == LAST_SEQ
     if cluster.engine == "nats":
         assert seen == ALL_SEQS
     elif seen != ALL_SEQS:
-        assert runner.stats.gaps >= 1
+        # Rejoined with a clean session: what it missed is reported, as a gap in the events
+        # or as a resynchronisation from the snapshot when no event followed.
+        assert runner.stats.gaps + runner.stats.resyncs >= 1
