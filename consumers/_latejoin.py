@@ -9,10 +9,10 @@ consumer that failed over to another node, or lost its session, gets its snapsho
 when it asks for a snapshot after a gap. Elsewhere the extra subscription costs a duplicate
 snapshot, which the sequencer ignores (a state is applied by its seq, once).
 
-A re-subscription on a connection that does not resume the session (a clean session, or a
-session abandoned because its node died) may have missed events, and none may follow (the
-match is over): each known match then takes a newer snapshot as the state, reported as a
-resynchronisation (``state.synchronised`` with ``reason=gap``).
+A re-subscription after a persistent session was given up (its node died: the source says
+``session_lost``) has missed events, and none may follow (the match is over): each known match
+then takes a newer snapshot as the state, reported as a resynchronisation
+(``state.synchronised`` with ``reason=gap``).
 """
 
 from __future__ import annotations
@@ -60,9 +60,9 @@ async def subscribe_exact_states(
     qos: int,
 ) -> None:
     """Subscribe to the exact state topic of every ``known`` match (see the module docstring);
-    a refusal is logged and costs only that match's snapshot. On a source that does not resume
-    its session (``resumes_session`` False), expect a newer snapshot of each."""
-    if known and not getattr(source, "resumes_session", True):
+    a refusal is logged and costs only that match's snapshot. On a source whose session was
+    given up (``session_lost``), expect a newer snapshot of each."""
+    if known and getattr(source, "session_lost", False):
         expect_snapshots(known.values())
     for topic in exact_state_topics(topics, match_filter, known):
         try:

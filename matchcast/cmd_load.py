@@ -485,6 +485,29 @@ def _output(
             "[bold red]verify-state failed:[/] a consumer's final state is wrong or missing"
         )
         raise typer.Exit(3)
+    nothing = nothing_delivered(result)
+    if nothing is not None:
+        Console(stderr=True).print(f"[bold red]load failed:[/] {nothing}")
+        raise typer.Exit(3)
+
+
+def nothing_delivered(result: dict[str, Any]) -> str | None:
+    """Why a run whose probes received nothing of what they should have is a failure, or None.
+
+    A ``$share`` subscription that a broker grants and never serves (NATS 2.9, amqtt) looks
+    like a quiet broker otherwise: such a run exits 3, like a failed check.
+    """
+    delivery = result.get("delivery") or {}
+    expected, received = delivery.get("expected", 0), delivery.get("received", 0)
+    if not expected or received:
+        return None
+    shared = (result.get("parameters") or {}).get("shared_group")
+    why = (
+        f" (does the broker serve $share/{shared}/...? NATS 2.9 grants it and delivers nothing)"
+        if shared
+        else ""
+    )
+    return f"the probes received none of the {expected} messages they expected{why}"
 
 
 @contextlib.asynccontextmanager

@@ -416,6 +416,7 @@ class MqttClient:
         self._protocol = protocol
         self._will = will
         self._clean_start = clean_start
+        self._session_lost = False
         self._session_expiry = session_expiry
         self._keepalive = keepalive
         self._timeout = connect_timeout
@@ -591,10 +592,10 @@ class MqttClient:
         return not self._clean_start
 
     @property
-    def resumes_session(self) -> bool:
-        """Whether a (re)connection gets what was published while away: the runner reads it
-        to expect a newer snapshot after a clean reconnection (consumers/_latejoin.py)."""
-        return not self._clean_start
+    def session_lost(self) -> bool:
+        """True once :meth:`start_clean` gave up a persistent session: the runner reads it to
+        take a newer snapshot of each match it knows (consumers/_latejoin.py)."""
+        return self._session_lost
 
     def start_clean(self) -> None:
         """Connect with a clean session, under a client id of its own, from now on: the
@@ -602,6 +603,7 @@ class MqttClient:
         node; with that node gone, a subscribe under the same client id hangs on any other,
         clean session or not. The original id keeps its session for when the node returns."""
         self._clean_start = True
+        self._session_lost = True
         self.client_id = f"{self.client_id}-{uuid.uuid4().hex[:6]}"
 
     def _v311_only(self, key: tuple[str, int]) -> None:

@@ -298,6 +298,9 @@ class _Run:
         self.log = log
         self.unacked: dict[int, int] = {}  # seq -> messages of it not yet acknowledged
         self.next_index = 0
+        #: When each event was first emitted: a resent event (after a failover) keeps it, so
+        #: a consumer that already has it sees a duplicate, not a new run of the match.
+        self.emitted: dict[int, dt.datetime] = {}
 
     async def resume(self, state: MatchState, index: int) -> None:
         """Publish ``state`` (retained) before resuming at ``index`` after a reconnect.
@@ -340,7 +343,7 @@ class _Run:
                 late = self.clock.now() - deadline
                 event = self.events[i].model_copy(
                     update={
-                        "emitted_at": self.wall_now(),
+                        "emitted_at": self.emitted.setdefault(i, self.wall_now()),
                         "scheduled_at": self.wall0 + dt.timedelta(seconds=offset - self.base),
                     }
                 )

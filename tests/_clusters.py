@@ -157,7 +157,7 @@ class Cluster:
         if node.alive:
             return
         node.spawn()
-        self._wait_ready(node, timeout=60)
+        self._wait_ready(node, timeout=150)  # a RabbitMQ node takes 15-60 s on a busy machine
 
     def heal(self) -> None:
         """Restart every node that is down."""
