@@ -252,7 +252,10 @@ class Replayer:
                 await _reconnect(self.publisher)
                 report.reconnects += 1
                 index = run.first_unacked() if resume is None else index
-                resume = states[index - 1] if index else initial
+                # Each resent event is followed by its state, retained. A state older than the
+                # one consumers hold, sent first, would look to them like the match starting
+                # again: only with nothing left to send is the broker told where we are.
+                resume = None if index < len(events) else (states[index - 1] if index else initial)
         except asyncio.CancelledError:
             log.warning("replay.interrupted", last_seq=report.last_seq, published=report.published)
             raise
