@@ -32,6 +32,9 @@ __all__ = ["run_replay", "run_watch", "status_payload"]
 
 _log = structlog.get_logger("matchcast.app")
 
+#: Failed subscriptions in a row after a failover before a consumer gives up.
+_RESUBSCRIBE_TRIES = 5
+
 
 def status_payload(
     replayer_id: str, status: Literal["online", "offline"], matches: Sequence[str] = ()
@@ -188,6 +191,7 @@ async def run_watch(
             session_expiry=session_expiry,
         ) as client,
     ):
+        failed_resubscribes = 0
         while True:
             try:
                 await runner.run(client, qos=qos)
@@ -196,16 +200,25 @@ async def run_watch(
                 # The lanes and states live on; a persistent session gets what was queued,
                 # a clean one re-subscribes and resynchronises from the retained snapshot.
                 _log.warning("consumer.connection_lost", reason=err.reason)
+                failed_resubscribes = 0
                 await client.reconnect()
             except BrokerError as err:
-                if not (client.reconnects and client.persistent):
+                # A subscribe failed on the node failed over to. The first connection's
+                # failure, or one that keeps failing, is an error to report.
+                failed_resubscribes += 1
+                if not client.reconnects or failed_resubscribes > _RESUBSCRIBE_TRIES:
                     raise
-                # Failed over to a node that cannot resume the session (RabbitMQ 3.10 keeps
-                # it on the lost node only, and a subscribe there hangs): go on with a clean
-                # one. The gap is reported and the state taken from the snapshot.
-                _log.warning(
-                    "consumer.session_abandoned", broker=str(client.url), reason=err.reason
-                )
-                client.start_clean()
+                if client.persistent:
+                    # A node that cannot resume the session (RabbitMQ 3.10 keeps it on the
+                    # lost node only, and a subscribe there hangs): go on with a clean one.
+                    # The gap is reported and the state taken from the snapshot.
+                    _log.warning(
+                        "consumer.session_abandoned", broker=str(client.url), reason=err.reason
+                    )
+                    client.start_clean()
+                else:  # a node still electing leaders (NATS JetStream) may refuse at first
+                    _log.warning(
+                        "consumer.resubscribe_failed", broker=str(client.url), reason=err.reason
+                    )
                 await client.reconnect()
     return runner.states
