@@ -43,6 +43,7 @@ import structlog
 
 from consumers._deadletter import DeadLetter, consumer_name, send_dead_letter
 from consumers._errors import PluginError
+from consumers._latejoin import subscribe_exact_states
 from consumers._sequencer import Delivery, RunnerStats, Sequencer
 from consumers._subscriber import Subscriber, call_handler, handler_name
 from events import (
@@ -371,6 +372,7 @@ class Runner:
             self.dead_letters = source
         for topic_filter in self.topic_filters():
             await source.subscribe(topic_filter, qos=qos)
+        await subscribe_exact_states(source, self.topics, self.match_filter, self._lanes, qos)
         self.subscribed.set()
         _log.info(
             "consumer.started",
@@ -608,7 +610,8 @@ class Runner:
         if lane.resync_asked or self._source is None:
             return
         lane.resync_asked = True
-        source, topic = self._source, self.topics.state(self.match_filter)
+        # The exact topic: RabbitMQ 3.10 gives a wildcard no retained messages (_latejoin).
+        source, topic = self._source, self.topics.state(lane.match_id)
 
         async def ask() -> None:
             try:

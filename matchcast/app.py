@@ -15,7 +15,15 @@ from typing import Literal
 import structlog
 
 from consumers import Runner, Subscriber
-from events import CONTENT_TYPE, ConnectionLostError, FullTime, MatchState, MessageProps, Topics
+from events import (
+    CONTENT_TYPE,
+    BrokerError,
+    ConnectionLostError,
+    FullTime,
+    MatchState,
+    MessageProps,
+    Topics,
+)
 from matchcast.mqtt import BrokerURL, MqttClient, Protocol, WillSpec
 from matchcast.status import ReplayerStatus
 from simulator import Match, Recording, Replayer, ReplayOptions, ReplayReport
@@ -23,6 +31,9 @@ from simulator import Match, Recording, Replayer, ReplayOptions, ReplayReport
 __all__ = ["run_replay", "run_watch", "status_payload"]
 
 _log = structlog.get_logger("matchcast.app")
+
+#: Failed subscriptions in a row after a failover before a consumer gives up.
+_RESUBSCRIBE_TRIES = 5
 
 
 def status_payload(
@@ -37,7 +48,7 @@ def status_payload(
 
 async def run_replay(
     matches: Sequence[Match | Recording],
-    url: BrokerURL,
+    url: BrokerURL | Sequence[BrokerURL],
     options: ReplayOptions,
     *,
     replayer_id: str | None = None,
@@ -45,7 +56,8 @@ async def run_replay(
     max_outage: float = 300.0,
     delays: Sequence[float] | None = None,
 ) -> list[ReplayReport]:
-    """Replay ``matches`` (match files or recordings) concurrently onto the broker at ``url``.
+    """Replay ``matches`` (match files or recordings) concurrently onto the broker at ``url``
+    (or the first of a list of brokers that answers; the others are failed over to).
 
     The replayer's status topic says ``online`` while it runs and ``offline`` after, or when
     the connection dies (the last will). A lost connection is replaced with backoff and the
@@ -71,6 +83,16 @@ async def run_replay(
             props=props,
         )
 
+    async def announce_again(client: MqttClient) -> None:
+        # After a failover the status is best effort: a node whose retained store is still
+        # electing a leader (NATS JetStream) must not stop the replay. The events go on.
+        try:
+            await announce(client)
+        except BrokerError as err:
+            _log.warning(
+                "replayer.status_not_published", replayer_id=replayer_id, reason=err.reason
+            )
+
     async with MqttClient(
         url,
         client_id=f"matchcast-{replayer_id}",
@@ -79,12 +101,12 @@ async def run_replay(
         # More unacknowledged QoS 2 publishes than the broker's receive maximum (mosquitto: 20)
         # are refused by the broker yet reported sent by the client; paho queues the rest.
         max_inflight=20,
-        on_reconnect=announce,
+        on_reconnect=announce_again,
         max_outage=max_outage,
     ) as client:
         _log.info(
             "replayer.connected",
-            broker=str(url),
+            broker=str(client.url),
             protocol=client.protocol_version,
             replayer_id=replayer_id,
         )
@@ -115,7 +137,7 @@ async def run_replay(
 
 
 async def run_watch(
-    url: BrokerURL,
+    url: BrokerURL | Sequence[BrokerURL],
     subscribers: Sequence[Subscriber],
     *,
     topics: Topics | None = None,
@@ -159,7 +181,7 @@ async def run_watch(
     else:
         runner.subscribers.extend(s for s in subs if s not in runner.subscribers)
     # Its dead letters go to a topic named after its broker user, which the ACL lets it write.
-    runner.use_broker_user(url.username)
+    runner.use_broker_user((url if isinstance(url, BrokerURL) else url[0]).username)
     # The connection closes (last in, first out) before the runner drains its lanes.
     async with (
         runner,
@@ -171,6 +193,7 @@ async def run_watch(
             session_expiry=session_expiry,
         ) as client,
     ):
+        failed_resubscribes = 0
         while True:
             try:
                 await runner.run(client, qos=qos)
@@ -179,5 +202,25 @@ async def run_watch(
                 # The lanes and states live on; a persistent session gets what was queued,
                 # a clean one re-subscribes and resynchronises from the retained snapshot.
                 _log.warning("consumer.connection_lost", reason=err.reason)
+                failed_resubscribes = 0
+                await client.reconnect()
+            except BrokerError as err:
+                # A subscribe failed on the node failed over to. The first connection's
+                # failure, or one that keeps failing, is an error to report.
+                failed_resubscribes += 1
+                if not client.reconnects or failed_resubscribes > _RESUBSCRIBE_TRIES:
+                    raise
+                if client.persistent:
+                    # A node that cannot resume the session (RabbitMQ 3.10 keeps it on the
+                    # lost node only, and a subscribe there hangs): go on with a clean one.
+                    # The gap is reported and the state taken from the snapshot.
+                    _log.warning(
+                        "consumer.session_abandoned", broker=str(client.url), reason=err.reason
+                    )
+                    client.start_clean()
+                else:  # a node still electing leaders (NATS JetStream) may refuse at first
+                    _log.warning(
+                        "consumer.resubscribe_failed", broker=str(client.url), reason=err.reason
+                    )
                 await client.reconnect()
     return runner.states

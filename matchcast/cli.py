@@ -13,7 +13,7 @@ import re
 import signal
 import sys
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -45,8 +45,10 @@ from matchcast.logs import LogFormat, configure_logging
 from matchcast.mqtt import (
     ENV_PASSWORD,
     BrokerURL,
+    Protocol,
     TLSOptions,
     broker_url_from,
+    describe,
 )
 from matchcast.options import (
     BrokerOpt,
@@ -55,6 +57,7 @@ from matchcast.options import (
     KeyFileOpt,
     LogFmtOpt,
     MatchFilterOpt,
+    ProtocolOpt,
     QosOpt,
     RootOpt,
     TlsInsecureOpt,
@@ -155,11 +158,18 @@ def _setup_logs(fmt: str, verbose: int, quiet_default: bool) -> None:
     configure_logging(lf, levels[min(verbose, 2)])
 
 
-def _broker(option: str | None) -> BrokerURL | None:
+def _broker(option: str | None) -> tuple[BrokerURL, ...] | None:
     try:
         return broker_url_from(option)
     except ValueError as err:
         _fail(str(err), 2)
+
+
+def _protocol(value: str) -> Protocol:
+    """The ``--protocol`` value, checked."""
+    if value not in ("auto", "5", "3.1.1"):
+        _fail(f"--protocol must be auto, 5 or 3.1.1, not {value!r}", 2)
+    return value  # type: ignore[return-value]
 
 
 def _connection_options(
@@ -168,35 +178,38 @@ def _connection_options(
     cert_file: Path | None = None,
     key_file: Path | None = None,
     tls_insecure: bool = False,
-) -> BrokerURL | None:
-    """The broker of ``--broker`` (else the environment) with its credentials and TLS options;
-    None for the embedded broker. Unusable TLS files end the command with one line, exit 2."""
-    url = _broker(broker)
+) -> tuple[BrokerURL, ...] | None:
+    """The brokers of ``--broker`` (else the environment; one URL or a comma-separated list)
+    with their credentials and TLS options; None for the embedded broker. Unusable TLS files
+    end the command with one line, exit 2."""
+    given = _broker(broker)
     flags = TLSOptions(ca_file, cert_file, key_file, insecure=tls_insecure)
-    if url is None:
+    if given is None:
         if flags.given:
             _fail("--ca-file, --cert-file, --key-file and --tls-insecure need --broker mqtts://", 2)
         return None
     try:
-        url = url.with_tls(flags)
-        url.context()  # bad files fail here, before anything connects
+        urls = tuple(u.with_tls(flags) for u in given)
+        for u in urls:
+            u.context()  # bad files fail here, before anything connects
     except ValueError as err:
         _fail(str(err), 2)
-    if broker and BrokerURL.parse(broker).password:
+    shown = describe(urls)
+    if broker and any(BrokerURL.parse(p.strip()).password for p in broker.split(",")):
         _log.warning(
             "credentials.in_arguments",
-            broker=str(url),
+            broker=shown,
             hint=f"other users see --broker in ps; put the password in ${ENV_PASSWORD}",
         )
-    if url.tls and url.tls_options.insecure:
-        _log.warning("tls.insecure", broker=str(url))
+    if urls[0].tls and urls[0].tls_options.insecure:
+        _log.warning("tls.insecure", broker=shown)
         _err.print(
-            f"warning: --tls-insecure: the certificate of {url} is not checked; anyone on the "
-            "path can read and change the stream",
+            f"warning: --tls-insecure: the certificate of {shown} is not checked; anyone on "
+            "the path can read and change the stream",
             soft_wrap=True,
             markup=False,
         )
-    return url
+    return urls
 
 
 def _topics(root: str) -> Topics:
@@ -216,7 +229,11 @@ def match_filter(value: str) -> str:
     _fail(f"--match {value!r}: match ids are lower case letters, digits, _ . and -{hint}", 2)
 
 
-async def reach_broker(url: BrokerURL) -> None:
+def _where(url: BrokerURL | Sequence[BrokerURL]) -> str:
+    return str(url) if isinstance(url, BrokerURL) else describe(url)
+
+
+async def reach_broker(url: BrokerURL | Sequence[BrokerURL]) -> None:
     """Connect once and leave, so an unreachable broker ends a command before it prints
     anything (a page's address, a stats line)."""
     from matchcast.mqtt import MqttClient  # noqa: PLC0415
@@ -225,7 +242,9 @@ async def reach_broker(url: BrokerURL) -> None:
         pass
 
 
-async def live_matches(url: BrokerURL, topics: Topics, wait_s: float = 1.0) -> list[str]:
+async def live_matches(
+    url: BrokerURL | Sequence[BrokerURL], topics: Topics, wait_s: float = 1.0
+) -> list[str]:
     """The ids of the matches with a retained state on the broker (read for ``wait_s``)."""
     from matchcast.mqtt import MqttClient  # noqa: PLC0415
 
@@ -242,7 +261,11 @@ async def live_matches(url: BrokerURL, topics: Topics, wait_s: float = 1.0) -> l
 
 
 async def say_when_absent(
-    url: BrokerURL, topics: Topics, match_id: str, seen: Callable[[], bool], after_s: float
+    url: BrokerURL | Sequence[BrokerURL],
+    topics: Topics,
+    match_id: str,
+    seen: Callable[[], bool],
+    after_s: float,
 ) -> None:
     """If nothing of ``match_id`` has arrived after ``after_s`` seconds, say on standard error
     which matches the broker has, instead of waiting in silence."""
@@ -253,7 +276,7 @@ async def say_when_absent(
     listed = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
     near = [m for m in others if match_id in m or m in match_id]
     _err.print(
-        f"waiting for match {match_id}: nothing of it on {url} under {topics.root}/ yet. "
+        f"waiting for match {match_id}: nothing of it on {_where(url)} under {topics.root}/ yet. "
         + (f"Matches there: {listed}." if others else "No match there yet.")
         + (f" Did you mean --match {near[0]}?" if near else ""),
         markup=False,
@@ -349,9 +372,11 @@ def _sources(spec: str | None) -> list[Match | Recording]:
 
 
 async def _with_broker(
-    url: BrokerURL | None, port: int, fn: Callable[[BrokerURL], Awaitable[T]]
+    url: tuple[BrokerURL, ...] | None,
+    port: int,
+    fn: Callable[[tuple[BrokerURL, ...]], Awaitable[T]],
 ) -> T:
-    """Run ``fn`` against ``url``, or against an embedded broker on ``port`` when None."""
+    """Run ``fn`` against the brokers ``url``, or an embedded broker on ``port`` when None."""
     if url is not None:
         return await fn(url)
     broker = EmbeddedBroker(DEFAULT_HOST, port)
@@ -362,7 +387,7 @@ async def _with_broker(
             f"{err}. Is a broker already listening there? Then pass --broker mqtt://{DEFAULT_HOST}:{port}"
         ) from None
     try:
-        return await fn(BrokerURL(DEFAULT_HOST, broker.port))
+        return await fn((BrokerURL(DEFAULT_HOST, broker.port),))
     finally:
         await broker.stop()
 
@@ -499,9 +524,7 @@ def replay(
     replayer_id: Annotated[
         str | None, typer.Option("--replayer-id", help="Names the status topic; random by default.")
     ] = None,
-    protocol: Annotated[
-        str, typer.Option(help="MQTT protocol: auto (5, else 3.1.1), 5 or 3.1.1.")
-    ] = "auto",
+    protocol: ProtocolOpt = "auto",
     port: Annotated[
         int, typer.Option(help="Port of the embedded broker when no --broker is given.")
     ] = DEFAULT_EMBEDDED_PORT,
@@ -536,8 +559,7 @@ def replay(
         chaos_spec = parse_chaos(chaos)
     except ChaosSpecError as err:
         _fail(str(err), 2)
-    if protocol not in ("auto", "5", "3.1.1"):
-        _fail(f"--protocol must be auto, 5 or 3.1.1, not {protocol!r}", 2)
+    checked_protocol = _protocol(protocol)
     url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
     matches = _sources(match)
     recording = any(isinstance(m, Recording) for m in matches)
@@ -572,7 +594,7 @@ def replay(
                 u,
                 options,
                 replayer_id=replayer_id,
-                protocol=protocol,  # type: ignore[arg-type]
+                protocol=checked_protocol,
                 delays=delays,
             ),
         )
@@ -606,13 +628,15 @@ def watch(
     exit_at_full_time: Annotated[
         bool, typer.Option("--exit-at-full-time", help="Exit once the match (--match) is over.")
     ] = False,
+    protocol: ProtocolOpt = "auto",
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
     """Live terminal scoreboard and ticker (broker default: the embedded one on 127.0.0.1:1883)."""
     _setup_logs(log_format, verbose, quiet_default=sys.stdout.isatty())
-    url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure) or BrokerURL(
-        DEFAULT_HOST, DEFAULT_EMBEDDED_PORT
+    checked_protocol = _protocol(protocol)
+    url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure) or (
+        BrokerURL(DEFAULT_HOST, DEFAULT_EMBEDDED_PORT),
     )
     topics = _topics(root)
     match = match_filter(match)
@@ -638,6 +662,7 @@ def watch(
                         topics=topics,
                         match_filter=match,
                         qos=qos,
+                        protocol=checked_protocol,
                         until_finished={match} if exit_at_full_time else None,
                     )
                 finally:

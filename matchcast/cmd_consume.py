@@ -41,6 +41,7 @@ from matchcast.cli import (
     DEFAULT_EMBEDDED_PORT,
     _connection_options,
     _fail,
+    _protocol,
     _run,
     _setup_logs,
     _topics,
@@ -56,6 +57,7 @@ from matchcast.options import (
     KeyFileOpt,
     LogFmtOpt,
     MatchFilterOpt,
+    ProtocolOpt,
     QosOpt,
     RootOpt,
     TlsInsecureOpt,
@@ -158,9 +160,7 @@ def consume(
     exit_at_full_time: Annotated[
         bool, typer.Option("--exit-at-full-time", help="Exit once the match (--match) is over.")
     ] = False,
-    protocol: Annotated[
-        str, typer.Option(help="MQTT protocol: auto (5, else 3.1.1), 5 or 3.1.1.")
-    ] = "auto",
+    protocol: ProtocolOpt = "auto",
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -173,15 +173,14 @@ def consume(
         return
     if not plugins:
         _fail("name at least one plug-in to run, or --list to see the installed ones", 2)
-    if protocol not in ("auto", "5", "3.1.1"):
-        _fail(f"--protocol must be auto, 5 or 3.1.1, not {protocol!r}", 2)
+    checked_protocol = _protocol(protocol)
     match = match_filter(match)
     if exit_at_full_time and match == "+":
         _fail("--exit-at-full-time needs --match MATCH_ID", 2)
     if session and qos == 0:
         _fail("--session needs --qos 1 or 2: a broker queues no QoS 0 messages for later", 2)
-    url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure) or BrokerURL(
-        DEFAULT_HOST, DEFAULT_EMBEDDED_PORT
+    url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure) or (
+        BrokerURL(DEFAULT_HOST, DEFAULT_EMBEDDED_PORT),
     )
     topics = _topics(root)
     subscribers = _load(plugins, opt or [])
@@ -211,7 +210,7 @@ def consume(
             match_filter=match,
             qos=qos,
             client_id=client_id,
-            protocol=protocol,  # type: ignore[arg-type]
+            protocol=checked_protocol,
             until_finished={match} if exit_at_full_time else None,
             clean_start=not session,
             session_expiry=session_expiry if session else None,

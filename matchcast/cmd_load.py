@@ -13,7 +13,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager
-from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -31,8 +30,9 @@ from matchcast.chaos import (
     write_chaos_log,
     write_truth,
 )
+from matchcast.load._nodes import NodeAssigner
 from matchcast.mqtt import ENV_PASSWORD
-from matchcast.options import CaFileOpt, CertFileOpt, KeyFileOpt, TlsInsecureOpt
+from matchcast.options import CaFileOpt, CertFileOpt, KeyFileOpt, ProtocolOpt, TlsInsecureOpt
 from matchcast.redact import redact, redact_argv, redact_data, write_private
 from simulator import ChaosSpec, ChaosSpecError
 
@@ -45,7 +45,8 @@ _BrokerOpt = Annotated[
     typer.Option(
         "--broker",
         "-b",
-        help="mqtt://\\[user:pass@]host:port or mqtts://...; default $MATCHCAST_BROKER.",
+        help="mqtt://\\[user:pass@]host:port or mqtts://...; a comma-separated list spreads "
+        "the connections over the nodes round-robin. Default $MATCHCAST_BROKER.",
         show_default=False,
     ),
 ]
@@ -60,23 +61,33 @@ class ClientKind(StrEnum):
     fast = "fast"
 
 
-def make_factory(kind: ClientKind, url: Any) -> Any:
-    """A :data:`~matchcast.load.ClientFactory` for ``kind`` connecting to ``url``."""
+def make_factory(kind: ClientKind, brokers: Any, protocol: str = "auto") -> Any:
+    """A :data:`~matchcast.load.ClientFactory` for ``kind``, each connection to the next node
+    of its role: ``brokers`` is a :class:`NodeAssigner` (which counts them), a list of broker
+    URLs, or one."""
+    from matchcast.mqtt import BrokerURL  # noqa: PLC0415
+
+    if isinstance(brokers, NodeAssigner):
+        nodes = brokers
+    else:
+        nodes = NodeAssigner((brokers,) if isinstance(brokers, BrokerURL) else tuple(brokers))
     if kind is ClientKind.fast:
         from matchcast.fastmqtt import FastClient  # noqa: PLC0415
 
         def fast(client_id: str, role: str) -> AbstractAsyncContextManager[Any]:
-            return FastClient(url, client_id=client_id)
+            # The fast client takes one URL today: its node, without failover.
+            return FastClient(nodes.assign(role)[0], client_id=client_id)
 
         return fast
     from matchcast.mqtt import MqttClient  # noqa: PLC0415
 
     def slow(client_id: str, role: str) -> AbstractAsyncContextManager[Any]:
+        url = nodes.assign(role)
         # paho does not hold its QoS 2 publishes to the broker's receive maximum (mosquitto's
         # is 20): the broker refuses the excess in PUBREC, and aiomqtt reports success.
         # Measured here: with 1000 in flight 20 of 424 QoS 2 events arrived, with 20 all.
         # paho's own default of 20 it is; the load sender's window queues the rest.
-        return MqttClient(url, client_id=client_id, max_inflight=20)
+        return MqttClient(url, client_id=client_id, max_inflight=20, protocol=protocol)  # type: ignore[arg-type]
 
     return slow
 
@@ -252,6 +263,7 @@ def load(
     seed: SeedOpt = 0,
     chaos_log: ChaosLogOpt = None,
     truth: TruthOpt = None,
+    protocol: ProtocolOpt = "auto",
     log_format: Annotated[
         str, typer.Option("--log-format", help="auto, console or json.")
     ] = "auto",
@@ -282,6 +294,7 @@ def load(
         cli._speed(speed),
         _chaos_options(chaos, chaos_log, truth, workers > 1 or probe_workers > 0),
     )
+    checked_protocol = cli._protocol(protocol)
     if shared_group is not None and (not shared_group or any(c in shared_group for c in "/+#")):
         cli._fail(f"--shared-group {shared_group!r} must be a name without / + #", 2)
     the_shard = _parse_shard(shard) if shard else None
@@ -359,19 +372,20 @@ def load(
     }
     console = Console(stderr=True)
     with _spawned(spawn_mosquitto) as spawned_url:
-        url = cli._connection_options(
-            spawned_url or broker, ca_file, cert_file, key_file, tls_insecure
+        # Shards start their round-robin on different nodes, so one publisher each spreads.
+        nodes = _nodes(
+            spawned_url or broker,
+            (ca_file, cert_file, key_file, tls_insecure),
+            offset=the_shard[0] if the_shard else 0,
         )
-        if url is None:
-            msg = "matchcast load needs --broker URL (or $MATCHCAST_BROKER, or --spawn-mosquitto)"
-            cli._fail(msg, 2)
-        parameters["broker"] = str(url)
+        parameters.update(broker=nodes.listed, protocol=checked_protocol)
         if workers > 1 or probe_workers > 0:
             child = [
                 *(specs or []),
                 # The password goes to the workers in their environment, never in arguments
-                # (ps shows those, and str(url) masks it anyway).
-                *("--broker", str(replace(url, password=None)), "--matches", str(matches)),
+                # (ps shows those): the list is written without it.
+                *("--broker", nodes.listed, "--matches", str(matches)),
+                *("--protocol", checked_protocol),
                 *("--speed", speed, "--ramp", str(ramp)),
                 *("--qos", str(qos), "--payload-size", str(payload_size)),
                 "--states" if states else "--no-states",
@@ -390,13 +404,14 @@ def load(
             # and all are told to go at once (a fixed start time was missed under load).
             child += ["--start-on-go", *(("--start-at", repr(start_at)) if start_at else ())]
             result = _run_workers(
-                _shards(workers, probe_workers, subscribers), child, console, url.password
+                _shards(workers, probe_workers, subscribers), child, console, nodes.urls[0].password
             )
             result["parameters"].update(workers=workers, probe_workers=probe_workers)
         else:
-            run = LoadRun(options, templates, make_factory(client, url))
+            run = LoadRun(options, templates, make_factory(client, nodes, checked_protocol))
             result = _run_here(run, parameters, console, progress, streams=the_shard is not None)
             _write_ground_truth(run, chaos_spec, seed, chaos_log, truth)
+            result["nodes"] = nodes.figures()
     _output(result, report, csv_path, chart, checks)
     if result.get("interrupted"):
         raise cli._Exit(130)
@@ -488,6 +503,19 @@ def _write_ground_truth(
             for m, template in stats.templates.items()
         }
         write_truth(truth, states, spec, seed)
+
+
+def _nodes(
+    broker: str | None, tls: tuple[Path | None, Path | None, Path | None, bool], *, offset: int
+) -> NodeAssigner:
+    """The brokers of ``--broker`` (one or a list), to assign connections to round-robin."""
+    from matchcast import cli  # noqa: PLC0415
+
+    url = cli._connection_options(broker, *tls)
+    if url is None:
+        msg = "matchcast load needs --broker URL (or $MATCHCAST_BROKER, or --spawn-mosquitto)"
+        cli._fail(msg, 2)
+    return NodeAssigner(url, offset=offset)
 
 
 def _parse_shard(text: str) -> tuple[int, int]:
@@ -705,13 +733,36 @@ def _failures(result: dict[str, Any]) -> list[str]:
     verification = result.get("verification")
     if verification is not None and not verification["ok"]:
         out.append("verify-state: a consumer's final state is wrong or missing")
-    d = result["delivery"]
-    probes = int(result["parameters"].get("subscribers") or 0) or len(d.get("consumers") or ())
-    if probes and d["expected"] and not d.get("unique", d["received"]):
-        out.append(f"nothing was delivered: all {d['expected']:,} expected events were lost")
-    elif probes and not d["expected"] and not d["received"]:
-        out.append("nothing was delivered: no event was published or received")
+    nothing = nothing_delivered(result)
+    if nothing is not None:
+        out.append(f"nothing was delivered: {nothing}")
     return out
+
+
+def nothing_delivered(result: dict[str, Any]) -> str | None:
+    """Why a run whose probes received nothing of what they should have is a failure, or None.
+
+    A ``$share`` subscription that a broker grants and never serves (NATS 2.9, amqtt) looks
+    like a quiet broker otherwise: such a run exits 3, like a failed check. A shard that only
+    sends has nobody to deliver to and never fails this way.
+    """
+    delivery = result.get("delivery") or {}
+    params = result.get("parameters") or {}
+    probes = int(params.get("subscribers") or 0) or len(delivery.get("consumers") or ())
+    if not probes and "subscribers" in params:
+        return None
+    expected = delivery.get("expected", 0)
+    if expected and not delivery.get("unique", delivery.get("received", 0)):
+        shared = params.get("shared_group")
+        why = (
+            f" (does the broker serve $share/{shared}/...? NATS 2.9 grants it and delivers nothing)"
+            if shared
+            else ""
+        )
+        return f"the probes received none of the {expected:,} events they expected{why}"
+    if probes and not expected and not delivery.get("received", 0):
+        return "no event was published or received"
+    return None
 
 
 @contextlib.asynccontextmanager
@@ -779,6 +830,7 @@ def consume(
     client: Annotated[
         ClientKind, typer.Option("--client", help="fast (MQTT 5 only) or aiomqtt (also 3.1.1).")
     ] = ClientKind.fast,
+    protocol: ProtocolOpt = "auto",
     log_format: Annotated[str, typer.Option("--log-format", help="auto, console or json.")] = (
         "auto"
     ),
@@ -796,7 +848,7 @@ def consume(
     metrics = RunnerMetrics()
     if metrics_port is not None:
         metrics.serve(metrics_port, metrics_addr)
-    factory = make_factory(client, url)
+    factory = make_factory(client, url, cli._protocol(protocol))
 
     async def go() -> None:
         async with factory(f"mc-consume-{consumer_id}", "consumer") as conn:

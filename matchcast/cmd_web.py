@@ -20,6 +20,7 @@ from matchcast.cli import (
     _Exit,
     _from,
     _matches,
+    _protocol,
     _run,
     _setup_logs,
     _speed,
@@ -32,6 +33,7 @@ from matchcast.options import (
     CertFileOpt,
     KeyFileOpt,
     LogFmtOpt,
+    ProtocolOpt,
     RootOpt,
     TlsInsecureOpt,
     VerboseOpt,
@@ -84,6 +86,7 @@ def web(
             "Default 1000, or half the open-file limit if that is lower.",
         ),
     ] = None,
+    protocol: ProtocolOpt = "auto",
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -92,6 +95,7 @@ def web(
     from matchcast.mqtt import BrokerURL  # noqa: PLC0415
     from simulator import ReplayOptions  # noqa: PLC0415
 
+    checked_protocol = _protocol(protocol)
     url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
     topics = _topics(root)
     replay = demo or url is None
@@ -106,9 +110,9 @@ def web(
             await _serve(url)
             return
         async with embedded_broker() as b:
-            await _serve(BrokerURL(b.host, b.port))
+            await _serve((BrokerURL(b.host, b.port),))
 
-    async def _serve(broker_url: BrokerURL) -> None:
+    async def _serve(broker_url: tuple[BrokerURL, ...]) -> None:
         from consumers import Runner  # noqa: PLC0415
         from matchcast.app import run_replay, run_watch  # noqa: PLC0415
         from matchcast.web import Hub, WebServer, bridge  # noqa: PLC0415
@@ -119,10 +123,16 @@ def web(
         async with WebServer(hub, host, port, max_streams=max_streams) as server:
             _err.print(f"Match page: {server.url}  (Ctrl-C to stop)", markup=False)
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(run_watch(broker_url, [], runner=runner))
+                tg.create_task(run_watch(broker_url, [], runner=runner, protocol=checked_protocol))
                 if matches:
                     await asyncio.wait_for(runner.subscribed.wait(), timeout=10)
-                    await run_replay(matches, broker_url, options, replayer_id="web-demo")
+                    await run_replay(
+                        matches,
+                        broker_url,
+                        options,
+                        replayer_id="web-demo",
+                        protocol=checked_protocol,
+                    )
                     task = asyncio.current_task()
                     if task is not None and task.cancelling():
                         # run_replay swallows a cancel (Ctrl-C, SIGTERM) that lands while it

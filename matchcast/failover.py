@@ -22,8 +22,10 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from matchcast.mqtt import BrokerURL
+if TYPE_CHECKING:
+    from matchcast.mqtt import BrokerURL
 
 __all__ = ["Attempt", "Attempts", "parse_brokers"]
 
@@ -35,6 +37,8 @@ def parse_brokers(text: str) -> tuple[BrokerURL, ...]:
         ValueError: an empty list, an empty entry, a bad URL (naming it, password hidden), the
             same broker twice, or a list mixing ``mqtt://`` and ``mqtts://``.
     """
+    from matchcast.mqtt import BrokerURL  # noqa: PLC0415 - matchcast.mqtt imports this module
+
     parts = [p.strip() for p in text.split(",")]
     if not any(parts):
         raise ValueError("no broker given: e.g. mqtt://127.0.0.1:1883")

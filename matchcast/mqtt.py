@@ -17,11 +17,10 @@ import asyncio
 import contextlib
 import contextvars
 import os
-import random
 import ssl
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
@@ -45,11 +44,13 @@ __all__ = [
     "ENV_KEY_PASSWORD",
     "ENV_PASSWORD",
     "ENV_USERNAME",
+    "V5_CONNACK_TIMEOUT",
     "BrokerURL",
     "MqttClient",
     "TLSOptions",
     "WillSpec",
     "broker_url_from",
+    "describe",
 ]
 
 _log = structlog.get_logger("matchcast.mqtt")
@@ -66,8 +67,42 @@ ENV_KEY_FILE = "MATCHCAST_KEY_FILE"
 #: Passphrase of an encrypted client key (without it, OpenSSL would prompt on the terminal).
 ENV_KEY_PASSWORD = "MATCHCAST_KEY_PASSWORD"  # noqa: S105 - the variable's name
 Protocol = Literal["auto", "5", "3.1.1"]
-#: (host, port) -> whether the broker accepted MQTT 5, learnt by a probe.
+#: (host, port) -> whether the broker accepted MQTT 5, learnt on the first connection.
 _V5_SUPPORT: dict[tuple[str, int], bool] = {}
+#: Seconds to wait for the CONNACK of an MQTT 5 CONNECT before trying 3.1.1 (``--protocol
+#: auto``): RabbitMQ 3.x never answers one, NATS refuses it at once.
+V5_CONNACK_TIMEOUT = 3.0
+#: Seconds a failover attempt waits for a node's CONNACK when the list has other nodes.
+FAILOVER_CONNECT_TIMEOUT = 2.0
+
+
+def describe(urls: Sequence[BrokerURL]) -> str:
+    """A broker list as logs and errors show it: the URLs, comma-separated, passwords hidden."""
+    return ",".join(str(u) for u in urls)
+
+
+def _abandon(client: aiomqtt.Client) -> None:
+    """Close the socket of a client whose CONNECT failed (aiomqtt leaves it open)."""
+    with contextlib.suppress(Exception):
+        client._client._sock_close()  # paho has no public way for this
+
+
+def _connect_failure(
+    err: aiomqtt.MqttError, version: str, protocol: str, timeout: float, url: BrokerURL
+) -> str:
+    """Why a CONNECT failed without a CONNACK, and what to do about it."""
+    text = str(err)
+    if "timed out" not in text.lower():
+        return f"{text}{_hint(err, tls=url.tls)}"
+    if protocol == "5":
+        return (
+            f"no CONNACK to MQTT 5 within {timeout:g}s: a broker that speaks MQTT 3.1.1 only "
+            "(RabbitMQ 3.x) never answers one; use --protocol 3.1.1 or auto"
+        )
+    return (
+        f"no CONNACK to MQTT {version} within {timeout:g}s: is this port an MQTT listener, "
+        "and is the broker overloaded?"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,9 +405,11 @@ def _watch_refusals(client: aiomqtt.Client, refused: dict[int, tuple[int, str]])
 
 
 class MqttClient:
-    """A connection to a broker; implements ``Publisher`` and ``MessageSource``.
+    """A connection to one broker of a list; implements ``Publisher`` and ``MessageSource``.
 
-    Use as an async context manager::
+    Given several brokers (the nodes of one cluster), it connects to the first that answers
+    and, when that node is lost, :meth:`reconnect` fails over to the others on the schedule of
+    :class:`matchcast.failover.Attempts`. Use as an async context manager::
 
         async with MqttClient(BrokerURL.parse("mqtt://127.0.0.1:1883")) as client:
             await client.publish("a/b", b"{}", qos=1)
@@ -380,7 +417,7 @@ class MqttClient:
 
     def __init__(
         self,
-        url: BrokerURL,
+        url: BrokerURL | Sequence[BrokerURL],
         *,
         client_id: str | None = None,
         protocol: Protocol = "auto",
@@ -389,6 +426,8 @@ class MqttClient:
         session_expiry: int | None = None,
         keepalive: int = 30,
         connect_timeout: float = 10.0,
+        connack_timeout: float = V5_CONNACK_TIMEOUT,
+        failover_timeout: float = FAILOVER_CONNECT_TIMEOUT,
         max_inflight: int = 100,
         tls_context: ssl.SSLContext | None = None,
         backoff_initial: float = 0.1,
@@ -396,7 +435,14 @@ class MqttClient:
         max_outage: float = 300.0,
         on_reconnect: Callable[[MqttClient], Awaitable[None]] | None = None,
     ) -> None:
-        self.url = url
+        from matchcast.failover import Attempts  # noqa: PLC0415 - failover imports BrokerURL
+
+        #: The brokers given, in order; :attr:`url` is the one connected to (or tried last).
+        self.urls: tuple[BrokerURL, ...] = (url,) if isinstance(url, BrokerURL) else tuple(url)
+        if not self.urls:
+            raise ValueError("no broker to connect to")
+        self.url = self.urls[0]
+        self.attempts = Attempts(self.urls, initial=backoff_initial, cap=backoff_max)
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.max_outage = max_outage
@@ -409,20 +455,34 @@ class MqttClient:
         self._protocol = protocol
         self._will = will
         self._clean_start = clean_start
+        self._session_lost = False
         self._session_expiry = session_expiry
         self._keepalive = keepalive
         self._timeout = connect_timeout
+        self._connack_timeout = min(connack_timeout, connect_timeout)
+        # With other nodes to try, a node that stalls a CONNECT (NATS while JetStream elects
+        # new leaders) gets a short wait: the next node may answer at once.
+        self._failover_timeout = (
+            min(failover_timeout, connect_timeout) if len(self.urls) > 1 else connect_timeout
+        )
+        self._attempt_timeout = connect_timeout
         self._max_inflight = max_inflight
         #: Message ids the broker refused (MQTT 5 reason >= 0x80), until their publish sees it.
         self._refused: dict[int, tuple[int, str]] = {}
         try:
-            self._tls = tls_context if tls_context is not None else url.context()
+            self._tls = [tls_context if tls_context is not None else u.context() for u in self.urls]
         except ValueError as err:
-            raise BrokerError(str(url), str(err)) from err
+            raise BrokerError(describe(self.urls), str(err)) from err
         self._client: aiomqtt.Client | None = None
         self.protocol_version: Literal["5", "3.1.1"] | None = None
 
-    def _make(self, version: Literal["5", "3.1.1"]) -> aiomqtt.Client:
+    @property
+    def broker(self) -> str:
+        """The broker list as shown in logs and errors (passwords hidden)."""
+        return describe(self.urls)
+
+    def _make(self, index: int, version: Literal["5", "3.1.1"]) -> aiomqtt.Client:
+        url = self.urls[index]
         v5 = version == "5"
         will = None
         if self._will:
@@ -439,82 +499,162 @@ class MqttClient:
         else:
             kwargs["clean_session"] = self._clean_start
         client = aiomqtt.Client(
-            self.url.host,
-            self.url.port,
-            username=self.url.username,
-            password=self.url.password,
+            url.host,
+            url.port,
+            username=url.username,
+            password=url.password,
             identifier=self.client_id,
             protocol=aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311,
             will=will,
-            timeout=self._timeout,
+            # A v5 CONNECT that a 3.1.1-only broker ignores (RabbitMQ 3.x) waits only briefly.
+            timeout=min(
+                self._attempt_timeout,
+                self._connack_timeout if v5 and self._protocol == "auto" else self._timeout,
+            ),
             keepalive=self._keepalive,
             max_inflight_messages=self._max_inflight,
             properties=props,
-            tls_context=self._tls,
+            tls_context=self._tls[index],
             **kwargs,
         )
         client.pending_calls_threshold = 1_000_000  # we bound in-flight calls ourselves
         _watch_refusals(client, self._refused)
         return client
 
-    async def _probe_v5(self) -> bool:
+    async def _probe_v5(self, index: int) -> bool:
         """Whether the broker accepts MQTT 5, asked once per broker address.
 
         A will in a v5 CONNECT makes amqtt's 3.1.1 parser hang instead of refusing, so a
         client with a will asks with a bare CONNECT first.
         """
-        key = (self.url.host, self.url.port)
+        url = self.urls[index]
+        key = (url.host, url.port)
         if key not in _V5_SUPPORT:
             probe = MqttClient(
-                self.url, protocol="5", connect_timeout=self._timeout, tls_context=self._tls
+                url,
+                protocol="auto",
+                connect_timeout=self._timeout,
+                connack_timeout=self._connack_timeout,
+                tls_context=self._tls[index],
             )
-            try:
-                async with probe:
-                    _V5_SUPPORT[key] = True
-            except BrokerError as err:
-                if "protocol" not in err.reason.lower():
-                    raise
-                _V5_SUPPORT[key] = False
-        return _V5_SUPPORT[key]
+            async with probe:
+                pass  # connecting remembers whether v5 was accepted
+        return _V5_SUPPORT.get(key, False)
 
     async def __aenter__(self) -> Self:
         await self._connect()
         return self
 
     async def _connect(self) -> None:
-        versions: list[Literal["5", "3.1.1"]] = (
-            ["5", "3.1.1"] if self._protocol == "auto" else [self._protocol]
-        )
-        if self._protocol == "auto" and self._will is not None and not await self._probe_v5():
+        """Connect to the first broker of the list that answers.
+
+        Raises:
+            BrokerError: none answered; with one broker, its reason, else each node's.
+        """
+        failures: list[BrokerError] = []
+        for attempt in self.attempts.first_pass():
+            try:
+                await self._connect_to(attempt.index)
+            except BrokerError as err:
+                if len(self.urls) == 1:
+                    raise
+                _log.info("broker.connect_failed", broker=str(attempt.url), reason=err.reason)
+                failures.append(err)
+                continue
+            self.attempts.connected(attempt.index)
+            return
+        reasons = "; ".join(f"{f.url}: {f.reason}" for f in failures)
+        raise BrokerError(f"list of {len(self.urls)}", f"no node answered ({reasons})")
+
+    async def _connect_to(self, index: int) -> None:
+        """Connect to ``urls[index]``, negotiating the protocol (remembered per address).
+
+        Raises:
+            BrokerError: refused or unreachable, with the cause and what to do about it.
+        """
+        url = self.urls[index]
+        self.url = url
+        key = (url.host, url.port)
+        versions: list[Literal["5", "3.1.1"]]
+        if self._protocol != "auto":
+            versions = [self._protocol]
+        elif _V5_SUPPORT.get(key) is False or (
+            self._will is not None and not await self._probe_v5(index)
+        ):
             versions = ["3.1.1"]
-        last: Exception | None = None
+        else:
+            versions = ["5", "3.1.1"]
+        v5_failure = ""
         for version in versions:
-            client = self._make(version)
+            client = self._make(index, version)
             try:
                 await client.__aenter__()
             except MqttConnectError as err:
-                last = err
-                if (
-                    version == "5"
-                    and self._protocol == "auto"
-                    and "protocol" in str(err.rc).lower()
-                ):
-                    _log.info("broker.v5_refused", broker=str(self.url), fallback="3.1.1")
+                _abandon(client)
+                refused_v5 = version == "5" and "protocol" in str(err.rc).lower()
+                if refused_v5 and self._protocol == "auto":
+                    self._v311_only(key)
+                    _log.info("broker.v5_refused", broker=str(url), fallback="3.1.1")
                     continue
+                if refused_v5:
+                    raise BrokerError(
+                        str(url),
+                        f"refused MQTT 5 (CONNACK: {err.rc}): it speaks MQTT 3.1.1 only; "
+                        "use --protocol 3.1.1 or auto",
+                    ) from err
                 raise BrokerError(
-                    str(self.url), f"connection refused: {err.rc}{_hint(err)}"
+                    str(url), f"connection refused (CONNACK: {err.rc}){_hint(err)}"
                 ) from err
             except aiomqtt.MqttError as err:
-                raise BrokerError(
-                    str(self.url), f"cannot connect: {err}{_hint(err, tls=self.url.tls)}"
-                ) from err
+                _abandon(client)
+                timed_out = "timed out" in str(err).lower()
+                if version == "5" and self._protocol == "auto" and timed_out:
+                    # RabbitMQ 3.x crashes on a v5 CONNECT and never answers it.
+                    v5_failure = f"no CONNACK to MQTT 5 within {self._connack_timeout:g}s, "
+                    _log.info("broker.v5_unanswered", broker=str(url), fallback="3.1.1")
+                    continue
+                reason = _connect_failure(err, version, self._protocol, self._attempt_timeout, url)
+                raise BrokerError(str(url), f"cannot connect: {v5_failure}{reason}") from err
+            if version == "5":
+                _V5_SUPPORT[key] = True
+            elif v5_failure:
+                self._v311_only(key)
+            client.timeout = self._timeout  # a short connect wait is not a short publish wait
             self._client = client
             self.protocol_version = version
             _log.debug(
-                "broker.connected", broker=str(self.url), protocol=version, client_id=self.client_id
+                "broker.connected", broker=str(url), protocol=version, client_id=self.client_id
             )
             return
-        raise BrokerError(str(self.url), f"connection refused: {last}")
+        raise BrokerError(str(url), "refused both MQTT 5 and MQTT 3.1.1")  # pragma: no cover
+
+    @property
+    def persistent(self) -> bool:
+        """True while connections ask the broker to resume the session (clean start off)."""
+        return not self._clean_start
+
+    @property
+    def session_lost(self) -> bool:
+        """True once :meth:`start_clean` gave up a persistent session: the runner reads it to
+        take a newer snapshot of each match it knows (consumers/_latejoin.py)."""
+        return self._session_lost
+
+    def start_clean(self) -> None:
+        """Connect with a clean session, under a client id of its own, from now on: the
+        persistent session cannot be resumed. RabbitMQ 3.10 keeps a session's queue on one
+        node; with that node gone, a subscribe under the same client id hangs on any other,
+        clean session or not. The original id keeps its session for when the node returns."""
+        self._clean_start = True
+        self._session_lost = True
+        self.client_id = f"{self.client_id}-{uuid.uuid4().hex[:6]}"
+
+    def _v311_only(self, key: tuple[str, int]) -> None:
+        """Remember that this address speaks 3.1.1 only, and assume so of the other nodes of
+        the list not asked yet (one cluster runs one engine): a failover then costs no wait
+        for a CONNACK to MQTT 5 that will not come."""
+        _V5_SUPPORT[key] = False
+        for url in self.urls:
+            _V5_SUPPORT.setdefault((url.host, url.port), False)
 
     async def wait_lost(self) -> None:
         """Return when the current connection is lost (not when we close it ourselves).
@@ -537,11 +677,12 @@ class MqttClient:
         await asyncio.Event().wait()  # closed by us: never "lost"
 
     async def reconnect(self) -> None:
-        """Replace a lost connection, retrying with exponential backoff and full jitter.
+        """Replace a lost connection: fail over to the other brokers, with backoff and jitter.
 
-        Waits ``backoff_initial`` doubling up to ``backoff_max`` seconds between attempts (each
-        a random fraction of that, so many clients do not return at once), and calls
-        ``on_reconnect`` once connected.
+        The attempts follow :meth:`matchcast.failover.Attempts.after_loss`: the nodes after the
+        lost one first, the lost one last, then round-robin, each pass waiting longer (from
+        ``backoff_initial`` doubling to ``backoff_max``, a random fraction of it each time).
+        Calls ``on_reconnect`` once connected.
 
         Raises:
             BrokerError: still unreachable after ``max_outage`` seconds.
@@ -558,36 +699,44 @@ class MqttClient:
         if old is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(old.__aexit__(None, None, None), timeout=1)
+        lost = self.attempts.current
         started = time.monotonic()
-        delay = self.backoff_initial
-        attempt = 0
-        while True:
-            attempt += 1
-            await asyncio.sleep(random.uniform(0, delay))
+        for number, attempt in enumerate(self.attempts.after_loss(), start=1):
+            await asyncio.sleep(attempt.delay)
+            self._attempt_timeout = self._failover_timeout
             try:
-                await self._connect()
+                await self._connect_to(attempt.index)
             except BrokerError as err:
                 waited = time.monotonic() - started
                 _log.warning(
                     "broker.reconnect_failed",
-                    broker=str(self.url),
-                    attempt=attempt,
+                    broker=str(attempt.url),
+                    attempt=number,
                     reason=err.reason,
                     outage_s=round(waited, 2),
                 )
                 if waited > self.max_outage:
                     raise BrokerError(
-                        str(self.url), f"unreachable for {waited:.0f}s, giving up: {err.reason}"
+                        self.broker, f"unreachable for {waited:.0f}s, giving up: {err.reason}"
                     ) from err
-                delay = min(delay * 2, self.backoff_max)
                 continue
+            finally:
+                self._attempt_timeout = self._timeout
+            self.attempts.connected(attempt.index)
             self.reconnects += 1
-            _log.info(
-                "broker.reconnected",
-                broker=str(self.url),
-                attempt=attempt,
-                outage_s=round(time.monotonic() - started, 3),
-            )
+            outage = round(time.monotonic() - started, 3)
+            if attempt.index != lost:
+                _log.warning(
+                    "broker.failed_over",
+                    lost=str(self.urls[lost]),
+                    broker=str(attempt.url),
+                    attempt=number,
+                    outage_s=outage,
+                )
+            else:
+                _log.info(
+                    "broker.reconnected", broker=str(attempt.url), attempt=number, outage_s=outage
+                )
             if self.on_reconnect is not None:
                 await self.on_reconnect(self)
             return
@@ -684,36 +833,40 @@ class MqttClient:
 
 def broker_url_from(
     option: str | None, environ: Mapping[str, str] | None = None
-) -> BrokerURL | None:
-    """The broker from ``--broker``, else ``$MATCHCAST_BROKER``, else None (embedded).
+) -> tuple[BrokerURL, ...] | None:
+    """The brokers from ``--broker``, else ``$MATCHCAST_BROKER``, else None (embedded).
 
-    ``$MATCHCAST_USERNAME`` and ``$MATCHCAST_PASSWORD`` fill in what the URL leaves out, and
-    ``$MATCHCAST_CA_FILE``, ``_CERT_FILE``, ``_KEY_FILE`` give the TLS files of an ``mqtts://``
-    broker.
+    Either holds one URL or a comma-separated list of them, the nodes of one cluster
+    (:func:`matchcast.failover.parse_brokers`). ``$MATCHCAST_USERNAME`` and
+    ``$MATCHCAST_PASSWORD`` fill in what each URL leaves out, and ``$MATCHCAST_CA_FILE``,
+    ``_CERT_FILE``, ``_KEY_FILE`` give the TLS files of ``mqtts://`` brokers.
 
     Raises:
-        ValueError: a bad URL, a password without a user name, or TLS files for a broker
-            that is not ``mqtts://``.
+        ValueError: a bad URL or list, a password without a user name, or TLS files for a
+            broker that is not ``mqtts://``.
     """
+    from matchcast.failover import parse_brokers  # noqa: PLC0415 - failover imports this module
+
     env = os.environ if environ is None else environ
     raw = option or env.get(ENV_BROKER)
     if not raw:
         return None
-    url = BrokerURL.parse(raw).with_credentials(
-        env.get(ENV_USERNAME) or None, env.get(ENV_PASSWORD) or None
-    )
     # Masked in every log line, report and error message from now on.
-    redact.remember(url.password)
     redact.remember(env.get(ENV_KEY_PASSWORD))
-    if url.password and not url.username:
-        raise ValueError(
-            f"a password is set but no user name: put it in the URL (mqtt://USER@host) "
-            f"or in ${ENV_USERNAME}"
-        )
     from_env = TLSOptions.from_env(env)
-    if from_env.given and not url.tls:
-        raise ValueError(
-            f"${ENV_CA_FILE}/${ENV_CERT_FILE}/${ENV_KEY_FILE} are set but the broker {url} "
-            "is not TLS: use mqtts://"
-        )
-    return url.with_tls(from_env)
+    urls = []
+    for parsed in parse_brokers(raw):
+        url = parsed.with_credentials(env.get(ENV_USERNAME) or None, env.get(ENV_PASSWORD) or None)
+        redact.remember(url.password)
+        if url.password and not url.username:
+            raise ValueError(
+                f"a password is set but no user name: put it in the URL (mqtt://USER@host) "
+                f"or in ${ENV_USERNAME}"
+            )
+        if from_env.given and not url.tls:
+            raise ValueError(
+                f"${ENV_CA_FILE}/${ENV_CERT_FILE}/${ENV_KEY_FILE} are set but the broker {url} "
+                "is not TLS: use mqtts://"
+            )
+        urls.append(url.with_tls(from_env))
+    return tuple(urls)

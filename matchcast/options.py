@@ -20,6 +20,7 @@ __all__ = [
     "KeyFileOpt",
     "LogFmtOpt",
     "MatchFilterOpt",
+    "ProtocolOpt",
     "QosOpt",
     "RootOpt",
     "TlsInsecureOpt",
@@ -31,8 +32,9 @@ BrokerOpt = Annotated[
     typer.Option(
         "--broker",
         "-b",
-        help="mqtt://\\[user:pass@]host:port or mqtts://...; "
-        "default $MATCHCAST_BROKER, else the embedded broker. A password here shows in ps: "
+        help="mqtt://\\[user:pass@]host:port or mqtts://...; a comma-separated list names the "
+        "nodes of a cluster (the first that answers is used, the others on failover). "
+        "Default $MATCHCAST_BROKER, else the embedded broker. A password here shows in ps: "
         "prefer $MATCHCAST_USERNAME and $MATCHCAST_PASSWORD.",
         show_default=False,
     ),
@@ -82,3 +84,10 @@ VerboseOpt = Annotated[
     int, typer.Option("--verbose", "-v", count=True, help="More logs (-v info, -vv debug).")
 ]
 QosOpt = Annotated[int, typer.Option("--qos", min=0, max=2, help="MQTT QoS of every message.")]
+ProtocolOpt = Annotated[
+    str,
+    typer.Option(
+        "--protocol",
+        help="MQTT protocol: auto (5, else 3.1.1 if the broker refuses or ignores 5), 5 or 3.1.1.",
+    ),
+]

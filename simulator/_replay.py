@@ -290,41 +290,9 @@ class Replayer:
         t0 = self.clock.now()
         wall0 = self.wall_now()
         report.final_state = state
-        index = begin
         run = _Run(self, events, states, offsets, base, t0, wall0, report, log)
         try:
-            while True:
-                try:
-                    await run.publish_from(index)
-                    break
-                except ExceptionGroup as group:
-                    lost, rest = group.split(BrokerError)
-                    if (
-                        rest is not None
-                        or lost is None
-                        or not isinstance(self.publisher, Reconnectable)
-                    ):
-                        raise
-                    reason = _first(lost)
-                log.warning("replay.connection_lost", reason=reason, last_seq=report.last_seq)
-                await self.publisher.reconnect()
-                report.reconnects += 1
-                index = max(begin, run.resume_index(opts.resend_window))
-                state = states[index - 1] if index else initial
-                # The broker may have lost its retained messages: say where we are first.
-                await self.publisher.publish(
-                    state_topic,
-                    encode_state(state),
-                    qos=opts.qos,
-                    retain=True,
-                    props=_state_props(state),
-                )
-                log.info(
-                    "replay.resumed",
-                    from_seq=index + 1,
-                    unacked_from_seq=run.first_unacked() + 1,
-                    score=state.scoreline,
-                )
+            await self._publish_resuming(run, begin, initial)
         except asyncio.CancelledError:
             log.warning("replay.interrupted", last_seq=report.last_seq, published=report.published)
             raise
@@ -339,6 +307,46 @@ class Replayer:
             score=state.scoreline,
         )
         return report
+
+    async def _publish_resuming(self, run: _Run, begin: int, initial: MatchState) -> None:
+        """Publish ``run`` from ``begin`` to the end; after a lost connection, reconnect and go
+        on ``resend_window`` back (or from the first unacknowledged event, if earlier)."""
+        opts, report, log = self.options, run.report, run.log
+        events, states = run.events, run.states
+        index = begin
+        resume: MatchState | None = None
+        while True:
+            try:
+                if resume is not None:
+                    await run.resume(resume, index)
+                    resume = None
+                await run.publish_from(index)
+                break
+            except BrokerError as err:
+                reason = _reconnectable(err, self.publisher)
+            except ExceptionGroup as group:
+                lost, rest = group.split(BrokerError)
+                if (
+                    rest is not None
+                    or lost is None
+                    or not isinstance(self.publisher, Reconnectable)
+                ):
+                    raise
+                reason = _first(lost)
+            log.warning("replay.connection_lost", reason=reason, last_seq=report.last_seq)
+            await _reconnect(self.publisher)
+            report.reconnects += 1
+            if resume is None:  # else the resume itself failed: try it again
+                index = max(begin, run.resume_index(opts.resend_window))
+            log.info(
+                "replay.resuming",
+                from_seq=index + 1,
+                unacked_from_seq=run.first_unacked() + 1,
+            )
+            # Each resent event is followed by its state, retained. A state older than the
+            # one the broker holds, sent first, would set its retained state back: only with
+            # nothing left to send is the broker told where we are.
+            resume = None if index < len(events) else (states[index - 1] if index else initial)
 
 
 class _Run:
@@ -374,6 +382,26 @@ class _Run:
         self.sent_index: list[int] = []  # indices published, in order (first time only)
         self.sent_at: list[float] = []  # and when, on the monotonic clock
         self.high_water = 0  # one past the last index ever published
+        #: When each event was first emitted: a resent event (after a failover) keeps it, so
+        #: a consumer that already has it sees a duplicate, not a new run of the match.
+        self.emitted: dict[int, dt.datetime] = {}
+
+    async def resume(self, state: MatchState, index: int) -> None:
+        """Publish ``state`` (retained) before resuming at ``index`` after a reconnect.
+
+        The broker may have lost its retained messages: say where we are first. A node still
+        electing its retained store's leader (NATS JetStream) times out here like any
+        publish; the caller reconnects and tries again.
+        """
+        opts = self.options
+        await self.pub.publish(
+            opts.topics.state(self.report.match_id),
+            encode_state(state),
+            qos=opts.qos,
+            retain=True,
+            props=_state_props(state),
+        )
+        self.log.info("replay.resumed", from_seq=index + 1, score=state.scoreline)
 
     def first_unacked(self) -> int:
         """Index of the first event not fully acknowledged."""
@@ -409,7 +437,7 @@ class _Run:
                 event = self.events[i].model_copy(
                     update={
                         "run": report.run,
-                        "emitted_at": self.wall_now(),
+                        "emitted_at": self.emitted.setdefault(i, self.wall_now()),
                         "scheduled_at": self.wall0 + dt.timedelta(seconds=offset - self.base),
                     }
                 )
@@ -633,6 +661,18 @@ class _Chaos:
         finally:
             window.release()
         self.unacked.discard(index)
+
+
+async def _reconnect(publisher: Publisher) -> None:
+    assert isinstance(publisher, Reconnectable)  # checked where the loss was caught
+    await publisher.reconnect()
+
+
+def _reconnectable(err: BrokerError, publisher: Publisher) -> str:
+    """The reason of ``err`` when ``publisher`` can reconnect; otherwise ``err`` is raised."""
+    if not isinstance(publisher, Reconnectable):
+        raise err
+    return err.reason
 
 
 def _first(group: BaseExceptionGroup[BrokerError]) -> str:

@@ -259,7 +259,7 @@ def test_the_load_package_exports_exactly_its_public_names() -> None:
         "MergeError", "NowaitPublisher", "Progress", "RunnerMetrics", "Sender", "SenderStats",
         "SharedSource", "StateReporter", "StreamStats", "build_report", "collect_reported_states",
         "consumer_state_filter", "consumer_state_topic", "decode_histogram", "encode_histogram",
-        "format_timestamp", "histogram_summary", "match_ids", "merge_reports", "new_histogram",
+        "format_timestamp", "histogram_summary", "match_ids", "merge_reports", "read_reports", "new_histogram",
         "parse_probe_fields", "probe_filter", "render_table", "run_consumer", "submit",
         "verify_states", "write_chart",
     }  # fmt: skip

@@ -23,6 +23,7 @@ from matchcast.load._accounting import (
     histogram_summary,
     new_histogram,
 )
+from matchcast.load._nodes import merge_node_figures
 from matchcast.load._report import READABLE_FORMATS, REPORT_FORMAT, split_totals
 from simulator import LOAD_REPORT, parse_json, read_input
 
@@ -241,6 +242,7 @@ def _merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
         ),
         "expected_last_seq": expected,
         "final_scores": final_scores,
+        "nodes": merge_node_figures(reports),
         "streams": None,
         "chaos": _chaos([r["chaos"] for r in reports if r.get("chaos")]),
         "injected_streams": None,

@@ -32,8 +32,9 @@ def test_credentials_come_from_the_environment() -> None:
         "MATCHCAST_USERNAME": "scoreboard",
         "MATCHCAST_PASSWORD": SECRET,
     }
-    url = broker_url_from(None, env)
-    assert url is not None
+    urls = broker_url_from(None, env)
+    assert urls is not None
+    (url,) = urls  # one URL: a list of one
     assert (url.host, url.port, url.username, url.password) == (
         "broker.local",
         1884,
@@ -44,9 +45,10 @@ def test_credentials_come_from_the_environment() -> None:
 
 def test_the_url_wins_and_the_environment_fills_in_what_it_leaves_out() -> None:
     env = {"MATCHCAST_USERNAME": "env-user", "MATCHCAST_PASSWORD": SECRET}
-    both = broker_url_from("mqtt://alice:own@h", env)
-    user_only = broker_url_from("mqtt://alice@h", env)
-    assert both is not None and user_only is not None
+    both_list = broker_url_from("mqtt://alice:own@h", env)
+    user_only_list = broker_url_from("mqtt://alice@h", env)
+    assert both_list is not None and user_only_list is not None
+    (both,), (user_only,) = both_list, user_only_list
     assert (both.username, both.password) == ("alice", "own")
     assert (user_only.username, user_only.password) == ("alice", SECRET)
 
@@ -63,8 +65,9 @@ def test_tls_files_come_from_the_environment(tmp_path: Path) -> None:
         "MATCHCAST_CERT_FILE": str(tmp_path / "c.pem"),
         "MATCHCAST_KEY_FILE": str(tmp_path / "c.key"),
     }
-    url = broker_url_from("mqtts://h", env)
-    assert url is not None
+    urls = broker_url_from("mqtts://h", env)
+    assert urls is not None
+    (url,) = urls
     assert url.tls_options == TLSOptions(
         ca_file=tmp_path / "ca.pem", cert_file=tmp_path / "c.pem", key_file=tmp_path / "c.key"
     )

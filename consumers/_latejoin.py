@@ -1,0 +1,73 @@
+"""Late join where wildcard subscriptions get no retained messages (RabbitMQ 3.10).
+
+A consumer gets a match's state by the retained snapshot on ``{root}/state/{match}``. mosquitto
+and NATS hand retained messages to a ``{root}/state/+`` subscription; RabbitMQ 3.10 hands them
+only to a subscription of the exact topic (and keeps them on the node they were published to).
+So wherever the runner knows a match id, from an event or a state it has already seen, it also
+subscribes to that match's exact state topic: on every (re)subscription, which is how a
+consumer that failed over to another node, or lost its session, gets its snapshot there; and
+when it asks for a snapshot after a gap. Elsewhere the extra subscription costs a duplicate
+snapshot, which the sequencer ignores (a state is applied by its seq, once).
+
+A re-subscription after a persistent session was given up (its node died: the source says
+``session_lost``) has missed events, and none may follow (the match is over): each known match
+then takes a newer snapshot as the state, reported as a resynchronisation
+(``state.synchronised`` with ``reason=gap``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+import structlog
+
+from consumers._sequencer import Sequencer
+from events import MatchcastError, MessageSource, Topics
+
+__all__ = ["exact_state_topics", "expect_snapshots", "subscribe_exact_states"]
+
+
+class _HasSequencer(Protocol):
+    seq: Sequencer
+
+
+_log = structlog.get_logger("matchcast.consumer")
+
+
+def exact_state_topics(topics: Topics, match_filter: str, known: Iterable[str]) -> list[str]:
+    """The exact state topics of the ``known`` match ids; none when ``match_filter`` already
+    names one match (its subscription is exact)."""
+    if match_filter != "+":
+        return []
+    return [topics.state(m) for m in sorted(known)]
+
+
+def expect_snapshots(lanes: Iterable[_HasSequencer]) -> None:
+    """Let each lane's sequencer take a newer snapshot as the state, as after a gap."""
+    for lane in lanes:
+        seq = lane.seq
+        if seq.state is not None and seq.resync_from is None:
+            seq.resync_from = seq.state.last_seq + 1
+            _log.info("state.resync_expected", match_id=seq.match_id, after=seq.state.last_seq)
+
+
+async def subscribe_exact_states(
+    source: MessageSource,
+    topics: Topics,
+    match_filter: str,
+    known: Mapping[str, _HasSequencer],
+    qos: int,
+) -> None:
+    """Subscribe to the exact state topic of every ``known`` match (see the module docstring);
+    a refusal is logged and costs only that match's snapshot. On a source whose session was
+    given up (``session_lost``), expect a newer snapshot of each."""
+    if known and getattr(source, "session_lost", False):
+        expect_snapshots(known.values())
+    for topic in exact_state_topics(topics, match_filter, known):
+        try:
+            await source.subscribe(topic, qos=qos)
+        except MatchcastError as err:
+            _log.warning("state.exact_not_subscribed", topic=topic, reason=str(err))
+        else:
+            _log.debug("state.exact_subscribed", topic=topic)

@@ -1,0 +1,211 @@
+"""Several brokers and protocol negotiation in :class:`matchcast.mqtt.MqttClient`.
+
+Real mosquitto processes of our own stand in for cluster nodes; a small proxy plays a broker
+that never answers an MQTT 5 CONNECT (RabbitMQ 3.10 does that).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from structlog.testing import capture_logs
+
+from events import BrokerError
+from matchcast import mqtt
+from matchcast.load._nodes import NodeAssigner, merge_node_figures
+from matchcast.mqtt import BrokerURL, MqttClient, broker_url_from
+from matchcast.testbroker import Mosquitto, free_port, mosquitto_binary
+
+pytestmark = pytest.mark.mosquitto
+
+
+@pytest.fixture
+def two_mosquittos() -> Iterator[tuple[Mosquitto, Mosquitto]]:
+    binary = mosquitto_binary()
+    if binary is None:
+        pytest.fail("mosquitto is required but not installed")
+    a, b = Mosquitto(binary).start(), Mosquitto(binary).start()
+    yield a, b
+    a.stop()
+    b.stop()
+
+
+class V311OnlyProxy:
+    """Forwards to a broker, but swallows an MQTT 5 CONNECT without a word (RabbitMQ 3.10)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = 0
+        self.v5_connects = 0
+        self.v311_connects = 0
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def __aenter__(self) -> V311OnlyProxy:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        try:
+            head = await reader.readexactly(2)  # CONNECT: type byte, length (short here)
+            body = await reader.readexactly(head[1])
+            level = body[6]  # after the protocol name "MQTT" and its 2-byte length
+            if level == 5:
+                self.v5_connects += 1
+                await reader.read()  # say nothing until the client gives up
+                return
+            self.v311_connects += 1
+            up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+            up_w.write(head + body)
+            async with asyncio.TaskGroup() as tg:
+                tg.create_task(self._pipe(reader, up_w))
+                tg.create_task(self._pipe(up_r, writer))
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+            self._tasks.discard(task)
+
+    @staticmethod
+    async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError):
+            while data := await src.read(65536):
+                dst.write(data)
+                await dst.drain()
+        dst.close()
+
+
+@pytest.fixture
+async def v311_only(mosquitto: Mosquitto) -> AsyncIterator[V311OnlyProxy]:
+    async with V311OnlyProxy(mosquitto.port) as proxy:
+        yield proxy
+
+
+async def test_a_list_connects_to_the_first_node_that_answers(mosquitto: Mosquitto) -> None:
+    dead = BrokerURL("127.0.0.1", free_port())
+    live = BrokerURL.parse(mosquitto.url)
+    async with MqttClient([dead, live]) as client:
+        assert client.url == live
+        await client.publish("mctest/list", b"x", qos=1)
+
+
+async def test_no_node_answering_names_each_node_and_its_reason() -> None:
+    dead = [BrokerURL("127.0.0.1", free_port()) for _ in range(2)]
+    with pytest.raises(BrokerError, match="no node answered") as info:
+        async with MqttClient(dead):
+            pass
+    assert all(str(u) in str(info.value) for u in dead)
+    assert str(info.value).count(str(dead[0])) == 1
+
+
+async def test_a_lost_node_fails_over_to_the_next_and_says_so(
+    two_mosquittos: tuple[Mosquitto, Mosquitto],
+) -> None:
+    a, b = two_mosquittos
+    urls = [BrokerURL.parse(a.url), BrokerURL.parse(b.url)]
+    reconnected: list[BrokerURL] = []
+
+    async def on_reconnect(client: MqttClient) -> None:
+        reconnected.append(client.url)
+
+    async with MqttClient(urls, on_reconnect=on_reconnect) as client:
+        assert client.url == urls[0]
+        a.kill()
+        with pytest.raises(BrokerError):
+            async with asyncio.timeout(10):
+                await client.wait_lost()
+        with capture_logs() as logs:
+            async with asyncio.timeout(5):  # the issue's failover bound
+                await client.reconnect()
+        assert client.url == urls[1]
+        assert reconnected == [urls[1]]
+        await client.publish("mctest/failover", b"x", qos=1)
+    failed_over = [e for e in logs if e["event"] == "broker.failed_over"]
+    assert failed_over
+    assert failed_over[0]["lost"] == str(urls[0])
+    assert failed_over[0]["broker"] == str(urls[1])
+
+
+async def test_an_unanswered_v5_connect_falls_back_to_311_and_is_remembered(
+    v311_only: V311OnlyProxy,
+) -> None:
+    url = BrokerURL("127.0.0.1", v311_only.port)
+    mqtt._V5_SUPPORT.pop((url.host, url.port), None)
+    async with MqttClient(url, connack_timeout=0.5) as client:
+        assert client.protocol_version == "3.1.1"
+    assert (v311_only.v5_connects, v311_only.v311_connects) == (1, 1)
+    async with MqttClient(url, connack_timeout=0.5) as client:
+        assert client.protocol_version == "3.1.1"
+    assert (v311_only.v5_connects, v311_only.v311_connects) == (1, 2)
+
+
+async def test_a_client_with_a_will_also_falls_back_on_an_unanswered_v5(
+    v311_only: V311OnlyProxy,
+) -> None:
+    url = BrokerURL("127.0.0.1", v311_only.port)
+    mqtt._V5_SUPPORT.pop((url.host, url.port), None)
+    will = mqtt.WillSpec("mctest/will", b"offline")
+    async with MqttClient(url, will=will, connack_timeout=0.5) as client:
+        assert client.protocol_version == "3.1.1"
+
+
+async def test_forcing_v5_on_a_311_only_broker_names_the_cause_and_the_fix(
+    v311_only: V311OnlyProxy,
+) -> None:
+    url = BrokerURL("127.0.0.1", v311_only.port)
+    with pytest.raises(BrokerError) as info:
+        async with MqttClient(url, protocol="5", connect_timeout=0.5):
+            pass
+    message = str(info.value)
+    assert "3.1.1 only" in message
+    assert "--protocol 3.1.1" in message
+    assert message.count(str(url)) == 1
+
+
+def test_a_broker_list_gets_the_environment_credentials_on_every_node() -> None:
+    env = {
+        "MATCHCAST_BROKER": "mqtt://10.0.0.1:1883, mqtt://10.0.0.2:1884",
+        "MATCHCAST_USERNAME": "alice",
+        "MATCHCAST_PASSWORD": "secret",
+    }
+    urls = broker_url_from(None, env)
+    assert urls is not None
+    assert [(u.host, u.port, u.username, u.password) for u in urls] == [
+        ("10.0.0.1", 1883, "alice", "secret"),
+        ("10.0.0.2", 1884, "alice", "secret"),
+    ]
+    single = broker_url_from("mqtt://h:1", {})
+    assert single == (BrokerURL("h", 1),)
+
+
+def test_load_assigns_each_role_round_robin_and_counts_per_node() -> None:
+    urls = (BrokerURL("a", 1), BrokerURL("b", 2), BrokerURL("c", 3))
+    nodes = NodeAssigner(urls)
+    firsts = [nodes.assign("publisher")[0] for _ in range(4)]
+    assert firsts == [urls[0], urls[1], urls[2], urls[0]]
+    assert nodes.assign("probe") == urls  # each role has its own turn; the rest to fail over to
+    assert nodes.assign("probe") == (urls[1], urls[2], urls[0])
+    figures = nodes.figures()
+    assert figures == {
+        "mqtt://a:1": {"probe": 1, "publisher": 2},
+        "mqtt://b:2": {"probe": 1, "publisher": 1},
+        "mqtt://c:3": {"publisher": 1},
+    }
+    shard = NodeAssigner(urls, offset=1)
+    assert shard.assign("publisher")[0] == urls[1]
+    merged = merge_node_figures([{"nodes": figures}, {"nodes": shard.figures()}, {}])
+    assert merged["mqtt://b:2"] == {"probe": 1, "publisher": 2}
