@@ -723,8 +723,7 @@ class Runner:
         lane = self._lanes.get(match_id)
         if lane is None:
             return
-        lane.wait = None
-        try:
+        try:  # the wait ended: on_wait(False) stops the timer (a no-op once it fired)
             self._enqueue(lane, lane.seq.release())
             if lane.seq.resync_from is not None:
                 self._ask_for_snapshot(lane)

@@ -209,6 +209,12 @@ class Sequencer:
                     return []
                 return self.release()
             self.state = MatchState.new(event.match_id, run=self.run)
+            if self.held:  # they overtook the kick-off: they follow it, in order
+                held, self.held = self.held, []
+                out = self._sequence(event)
+                for early in sorted(held, key=lambda e: e.seq):
+                    out += self._sequence(early)
+                return out
         return self._sequence(event)
 
     def on_unknown(self, seq: int, run: int) -> list[Delivery]:
