@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from typing import Any
 
 import pytest
 
@@ -25,6 +26,7 @@ from events import (
     encode_event,
 )
 from matchcast.testing import Harness, match_events
+from tests._cli import run_cli
 
 RUN1, RUN2 = 1_784_141_998_412, 1_784_142_500_000
 EVENTS = [e.model_copy(update={"run": RUN1}) for e in match_events()]
@@ -336,3 +338,27 @@ async def test_an_unknown_type_that_fills_the_gap_releases_the_events_behind_it(
         await h.send(ev(1), ev(3), review)
     assert seen == [1, 3]
     assert (h.stats.gaps, h.stats.unknown_skipped) == (0, 1)
+
+
+def test_consume_sets_the_window_from_its_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``matchcast consume --reorder-window N --reorder-wait S`` reach the runner; without them
+    the runner's defaults apply; a negative one is refused."""
+    from matchcast import cmd_consume  # after tests._cli's matchcast.cli: it registers it
+
+    made: list[Runner] = []
+
+    class Recorded(Runner):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(cmd_consume, "Runner", Recorded)
+    monkeypatch.setattr(cmd_consume, "_run", lambda go: None)  # no broker: the runner is made
+    assert (
+        run_cli("consume", "scoreboard", "--reorder-window", "4", "--reorder-wait", "0.25").code
+        == 0
+    )
+    assert run_cli("consume", "scoreboard").code == 0
+    assert [(r.reorder_window, r.reorder_wait) for r in made] == [(4, 0.25), (REORDER_WINDOW, 0.5)]
+    refused = run_cli("consume", "scoreboard", "--reorder-window", "-1")
+    assert refused.code == 2 and "--reorder-window" in refused.stderr
