@@ -714,7 +714,10 @@ class Runner:
             lane.wait.cancel()
             lane.wait = None
         if waiting:
-            loop = asyncio.get_running_loop()
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # fed outside a loop: the count bound and drain still end it
+                return
             lane.wait = loop.call_later(self.reorder_wait, self.release, lane.match_id)
 
     def release(self, match_id: str) -> None:

@@ -179,7 +179,13 @@ class Sequencer:
             self.resync_from = None
             self.stats.resyncs += 1
             log.info("state.synchronised", reason="gap", score=snapshot.scoreline)
-            return [*out, (None, snapshot)]
+            out.append((None, snapshot))
+            if self.early:  # still waiting past an earlier gap: what it covers is done
+                for seq in [s for s in self.early if s <= snapshot.last_seq]:
+                    del self.early[seq]
+                    self.stats.duplicates += 1
+                out = self._drain(out)
+            return out
         return out  # within the run, never back: an old or redelivered snapshot changes nothing
 
     def on_event(self, event: Event) -> list[Delivery]:

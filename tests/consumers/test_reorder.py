@@ -128,6 +128,18 @@ def test_a_snapshot_at_or_past_every_held_seq_ends_the_wait() -> None:
     assert waits == [True, False]
 
 
+def test_the_snapshot_after_an_earlier_gap_lets_the_events_waiting_behind_it_go() -> None:
+    """2 is lost (past a window of 2); then 7 and 8 wait for 6. The snapshot at 6 repairs the
+    state after the gap, and so ends the wait for 6 as well."""
+    seq, waits = sequencer(window=2)
+    assert seqs(feed(seq, 1, 3, 4, 5)) == [1, 3, 4, 5]
+    assert seqs(feed(seq, 7, 8)) == []
+    assert seqs(feed(seq, STATES[5])) == ["state 6", 7, 8]
+    assert seq.state == STATES[7]
+    assert (seq.stats.gaps, seq.stats.resyncs, seq.stats.reordered) == (1, 1, 2)
+    assert waits == [True, False, True, False]
+
+
 def test_a_newer_run_ends_the_wait_and_the_older_runs_late_event_is_stale() -> None:
     seq, waits = sequencer()
     feed(seq, 1, 2, 4)
@@ -362,3 +374,14 @@ def test_consume_sets_the_window_from_its_options(monkeypatch: pytest.MonkeyPatc
     assert [(r.reorder_window, r.reorder_wait) for r in made] == [(4, 0.25), (REORDER_WINDOW, 0.5)]
     refused = run_cli("consume", "scoreboard", "--reorder-window", "-1")
     assert refused.code == 2 and "--reorder-window" in refused.stderr
+
+
+def test_a_runner_fed_outside_an_event_loop_still_holds_and_delivers() -> None:
+    """No loop, no timer: the wait still ends with the missing seq (or the count, or drain)."""
+    sub, seen = recorder()
+    runner = Runner([sub])
+    topic = Topics().events(MATCH)
+    for s in (1, 3, 2):
+        runner._process(Message(topic, encode_event(ev(s)), qos=1))
+    assert seen == [1, 2, 3]
+    assert (runner.stats.rejected, runner.stats.reordered) == (0, 1)
