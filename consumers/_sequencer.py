@@ -330,7 +330,7 @@ class Sequencer:
                         self._gap(check_sequence(state, seq), seq)
                     self.state = state = state.model_copy(update={"last_seq": seq})
                 continue
-            out += self._sequence(event, hold=False)
+            out += self._apply(event) if event.seq == state.last_seq + 1 else self._unordered(event)
             state = self.state
         return out
 
@@ -348,7 +348,7 @@ class Sequencer:
             )
         early.clear()
 
-    def _sequence(self, event: Event, *, hold: bool = True) -> list[Delivery]:
+    def _sequence(self, event: Event) -> list[Delivery]:
         state = self.state
         assert state is not None
         if event.seq == state.last_seq + 1:  # the usual case, without the checks below
@@ -360,26 +360,24 @@ class Sequencer:
             if self.early:  # it was missing: the events held behind it follow
                 return self._drain([(event, state)])
             return [(event, state)]
-        if hold and self.window and event.seq > state.last_seq + 1:
+        if self.window and event.seq > state.last_seq + 1:
             if event.seq in self.early:
-                self.stats.duplicates += 1
-                _log.debug(
-                    "event.duplicate_dropped",
-                    match_id=self.match_id,
-                    seq=event.seq,
-                    last_seq=state.last_seq,
-                )
+                self._duplicate(event.seq, state.last_seq)
                 return []
             return self._hold(event.seq, event)
+        return self._unordered(event)
+
+    def _duplicate(self, seq: int, last_seq: int) -> None:
+        self.stats.duplicates += 1
+        _log.debug("event.duplicate_dropped", match_id=self.match_id, seq=seq, last_seq=last_seq)
+
+    def _unordered(self, event: Event) -> list[Delivery]:
+        """Not the next seq, and not to be held: a duplicate (dropped) or past a gap."""
+        state = self.state
+        assert state is not None
         check = check_sequence(state, event.seq)
         if check.kind == "duplicate":
-            self.stats.duplicates += 1
-            _log.debug(
-                "event.duplicate_dropped",
-                match_id=self.match_id,
-                seq=event.seq,
-                last_seq=state.last_seq,
-            )
+            self._duplicate(event.seq, state.last_seq)
             return []
         if check.kind == "gap":
             self._gap(check, event.seq)
