@@ -44,7 +44,7 @@ import structlog
 from consumers._deadletter import DeadLetter, consumer_name, send_dead_letter
 from consumers._errors import PluginError
 from consumers._latejoin import subscribe_exact_states
-from consumers._sequencer import Delivery, RunnerStats, Sequencer
+from consumers._sequencer import REORDER_WINDOW, Delivery, RunnerStats, Sequencer
 from consumers._subscriber import Subscriber, call_handler, handler_name
 from events import (
     BatchSource,
@@ -91,6 +91,8 @@ FINISHED_GRACE_S = 300.0
 _EVICT_SHARE = 20
 #: Messages between two sweeps of the finished matches past their grace.
 _SWEEP_EVERY = 4096
+#: Seconds an event that came past a missing seq waits for it, by default.
+REORDER_WAIT_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,7 @@ class _Lane:
     skipped: int = 0
     pending: int = 0  # queued or being handled
     resync_asked: bool = False  # the retained snapshot was asked for again after a gap
+    wait: asyncio.TimerHandle | None = None  # ends the wait for a missing seq
 
     def put(self, item: _Item) -> bool:
         """Queue ``item``; False (and nothing queued) when the queue is full."""
@@ -183,6 +186,9 @@ class Runner:
         max_matches: matches tracked at once; at it the longest-idle ones are evicted.
         finished_grace_s: seconds a finished match is kept after its full time.
         clock: monotonic seconds, for the grace period; tests pass a fake.
+        reorder_window: events of a match held past a missing seq, waiting for it (a
+            reordering), before it is taken for lost; 0 takes it for lost at once.
+        reorder_wait: seconds the first of them waits, at most, for the missing seq.
     """
 
     def __init__(
@@ -200,11 +206,18 @@ class Runner:
         max_matches: int = MAX_MATCHES,
         finished_grace_s: float = FINISHED_GRACE_S,
         clock: Callable[[], float] = time.monotonic,
+        reorder_window: int = REORDER_WINDOW,
+        reorder_wait: float = REORDER_WAIT_S,
     ) -> None:
         if queue_size < 2:
             raise ValueError(f"queue_size must be at least 2, not {queue_size}")
         if max_matches < 1:
             raise ValueError(f"max_matches must be at least 1, not {max_matches}")
+        if reorder_window < 0 or reorder_wait < 0:
+            raise ValueError(
+                f"reorder_window and reorder_wait must not be negative, not {reorder_window} "
+                f"and {reorder_wait}"
+            )
         self.subscribers = list(subscribers)
         self.topics = topics or Topics()
         self.match_filter = match_filter
@@ -220,6 +233,8 @@ class Runner:
         self.max_matches = max_matches
         self.finished_grace_s = finished_grace_s
         self._clock = clock
+        self.reorder_window = reorder_window
+        self.reorder_wait = reorder_wait
         #: Matches whose full time was applied, with when they may be forgotten, oldest first.
         self._finished: collections.deque[tuple[float, str]] = collections.deque()
         #: Runs that ended, of matches forgotten since: match id -> run (bounded, oldest out).
@@ -533,7 +548,7 @@ class Runner:
             seq=err.seq,
         )
         if err.match_id == match_id and (lane := self._lanes.get(match_id)) is not None:
-            lane.seq.on_unknown(err.seq, err.run)
+            self._enqueue(lane, lane.seq.on_unknown(err.seq, err.run))
 
     # ------------------------------------------------------------ bounded memory
 
@@ -586,6 +601,8 @@ class Runner:
                 self._ended_runs.popitem(last=False)
         if lane.worker is not None and not lane.worker.done():
             lane.worker.cancel()
+        if lane.wait is not None:
+            lane.wait.cancel()
         self.stats.evicted += 1
         log = _log.info if reason == "finished" else _log.warning
         log(
@@ -692,14 +709,40 @@ class Runner:
             self._sweep()
         if len(lanes) >= self.max_matches:
             self._make_room()
-        sequencer = Sequencer(match_id, self.stats)
+        sequencer = Sequencer(match_id, self.stats, window=self.reorder_window)
         lane = _Lane(match_id, self.queue_size, sequencer, active=self.stats.received)
         sequencer.on_end = lambda: self._finish_lane(lane)
+        sequencer.on_wait = lambda waiting: self._wait(lane, waiting)
         lanes[match_id] = lane
         if (ended := self._ended_runs.pop(match_id, None)) is not None:
             sequencer.run, sequencer.ended = ended, True  # what it was told: still over
             self._finish_lane(lane)
         return lane
+
+    def _wait(self, lane: _Lane, waiting: bool) -> None:
+        """Start (or stop) the timer that ends ``lane``'s wait for a missing seq."""
+        if lane.wait is not None:
+            lane.wait.cancel()
+            lane.wait = None
+        if waiting:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # fed outside a loop: the count bound and drain still end it
+                return
+            lane.wait = loop.call_later(self.reorder_wait, self.release, lane.match_id)
+
+    def release(self, match_id: str) -> None:
+        """Stop waiting for the missing seqs of ``match_id``: what is held is handled past a
+        gap (what the reorder timer calls; a test may call it instead of waiting)."""
+        lane = self._lanes.get(match_id)
+        if lane is None:
+            return
+        try:  # the wait ended: on_wait(False) stops the timer (a no-op once it fired)
+            self._enqueue(lane, lane.seq.release())
+            if lane.seq.resync_from is not None:
+                self._ask_for_snapshot(lane)
+        except Exception:  # a bug: it must not end the loop's callback silently
+            _log.exception("consumer.release_failed", match_id=match_id)
 
     def _put(self, lane: _Lane, item: _Item) -> bool:
         """Queue ``item`` on ``lane``, starting its worker the first time it is needed (most

@@ -12,8 +12,14 @@ handler runs, compare the run first, then the seq; nothing ever rewinds the stat
   snapshot (or its kick-off), logged ``match.restarted``;
 - within a run, an event whose seq was already applied (a QoS 1 redelivery, a replayer's
   re-sent window) is dropped, and a snapshot with ``last_seq`` not past the state is ignored;
-- an event past the next seq is a gap: reported, applied, and the state is replaced by the
-  next snapshot of the run that covers it;
+- an event past the next seq is *early* (a reordering overtook the one before it): it is held,
+  with any later ones, until the missing seqs arrive, and then all are delivered in order,
+  each once (``reordered``). The wait is bounded: past ``window`` events held, when the runner
+  calls :meth:`Sequencer.release` (its timer of ``reorder_wait`` seconds, started by
+  ``on_wait``), or when a snapshot at or past every seq held arrives, the missing seqs are
+  taken for lost: a gap;
+- a gap is reported, the events held are applied, and the state is replaced by the next
+  snapshot of the run that covers them;
 - once the run's ``full_time`` is applied, no later event of that run is taken (``after_end``);
 - a retained snapshot seeds the state of a match joined mid-way, so nothing is counted twice;
 - an event that arrives before any state of its match (a persistent session resuming: the
@@ -36,14 +42,16 @@ from dataclasses import dataclass, field
 import structlog
 
 from consumers._score import with_score_dict
-from events import Event, FullTime, MatchState, apply, check_sequence
+from events import Event, FullTime, MatchState, SequenceCheck, apply, check_sequence
 
-__all__ = ["HOLD_LIMIT", "Delivery", "RunnerStats", "Sequencer"]
+__all__ = ["HOLD_LIMIT", "REORDER_WINDOW", "Delivery", "RunnerStats", "Sequencer"]
 
 _log = structlog.get_logger("matchcast.consumer")
 
 #: Events held for a match with no state yet before giving up on a snapshot arriving.
 HOLD_LIMIT = 32
+#: Events held past a missing seq, by default, before it is taken for lost (a gap).
+REORDER_WINDOW = 16
 
 #: ``(event, state after it)`` for event handlers; ``(None, state)`` for ``on_state``.
 Delivery = tuple[Event | None, MatchState]
@@ -59,6 +67,7 @@ class RunnerStats:
     rejected: int = 0
     duplicates: int = 0
     gaps: int = 0
+    reordered: int = 0
     missing: int = 0
     resyncs: int = 0
     restarts: int = 0
@@ -97,10 +106,17 @@ class Sequencer:
     ended: bool = False
     resync_from: int | None = None  # a snapshot with last_seq >= this replaces the state
     held: list[Event] = field(default_factory=list)
+    #: Events (None: a skipped unknown type) that came past a missing seq, by seq.
+    early: dict[int, Event | None] = field(default_factory=dict)
+    #: Events held in ``early`` before the missing seqs are taken for lost; 0: none held.
+    window: int = REORDER_WINDOW
     last_emitted: dt.datetime | None = None  # only the run-0 guess needs it
     #: Called once each time a run ends (its full time applied or adopted): the runner
     #: starts the match's grace period then, with nothing to check per message.
     on_end: Callable[[], None] | None = None
+    #: Called with True when events start waiting in ``early`` and False when the wait ends:
+    #: the runner starts and stops its timer (it calls :meth:`release` when it fires).
+    on_wait: Callable[[bool], None] | None = None
 
     def _ended_if(self, finished: bool) -> None:
         self.ended = finished
@@ -156,14 +172,23 @@ class Sequencer:
             for event in held:
                 out += self._sequence(event)
             return out
+        out = []
+        if self.early and snapshot.last_seq >= max(self.early):
+            out = self._release_early()  # it says all we wait for: the missing ones are lost
         if self.resync_from is not None and snapshot.last_seq >= self.resync_from:
             self.state = snapshot
             self._ended_if(snapshot.status == "finished")
             self.resync_from = None
             self.stats.resyncs += 1
             log.info("state.synchronised", reason="gap", score=snapshot.scoreline)
-            return [(None, snapshot)]
-        return []  # within the run, never back: an old or redelivered snapshot changes nothing
+            out.append((None, snapshot))
+            if self.early:  # still waiting past an earlier gap: what it covers is done
+                for seq in [s for s in self.early if s <= snapshot.last_seq]:
+                    del self.early[seq]
+                    self.stats.duplicates += 1
+                out = self._drain(out)
+            return out
+        return out  # within the run, never back: an old or redelivered snapshot changes nothing
 
     def on_event(self, event: Event) -> list[Delivery]:
         """What an event of this match means."""
@@ -192,28 +217,43 @@ class Sequencer:
                     return []
                 return self.release()
             self.state = MatchState.new(event.match_id, run=self.run)
+            if self.held:  # they overtook the kick-off: they follow it, in order
+                held, self.held = self.held, []
+                out = self._sequence(event)
+                for early in sorted(held, key=lambda e: e.seq):
+                    out += self._sequence(early)
+                return out
         return self._sequence(event)
 
-    def on_unknown(self, seq: int, run: int) -> None:
+    def on_unknown(self, seq: int, run: int) -> list[Delivery]:
         """A newer minor's event of a type this build does not know: skip it, in place.
 
         When it is the next seq of the run, the state moves past it (no handler runs), so the
-        event after it is not taken for a gap.
+        event after it is not taken for a gap; the events held behind it then follow. An early
+        one is held as a blank, passed over in its turn.
         """
         state = self.state
         if run != self.run or state is None or self.ended:
-            return
+            return []
         if seq == state.last_seq + 1:
             self.state = state.model_copy(update={"last_seq": seq})
+            return self._drain([]) if self.early else []
+        if seq > state.last_seq + 1 and self.window and seq not in self.early:
+            return self._hold(seq, None)
+        return []
 
     def release(self) -> list[Delivery]:
-        """Stop waiting for a snapshot: deliver the held events from an empty state."""
-        if not self.held:
-            return []
-        _log.warning("state.snapshot_missing", match_id=self.match_id, held=len(self.held))
-        held, self.held = self.held, []
-        self.state = MatchState.new(self.match_id, run=self.run)
-        return [d for event in held for d in self._sequence(event)]
+        """Stop waiting: for a snapshot (deliver the held events from an empty state) and for
+        the missing seqs before the early events (a gap, see the module docstring)."""
+        out: list[Delivery] = []
+        if self.held:
+            _log.warning("state.snapshot_missing", match_id=self.match_id, held=len(self.held))
+            held, self.held = self.held, []
+            self.state = MatchState.new(self.match_id, run=self.run)
+            out = [d for event in held for d in self._sequence(event)]
+        if self.early:
+            out += self._release_early()
+        return out
 
     def _is_new_run(self, event: Event) -> bool:
         """Schema 1.0's guess (run 0 on both sides): an old seq emitted after all applied."""
@@ -236,6 +276,79 @@ class Sequencer:
         )
         self.state, self.resync_from, self.last_emitted, self.held = None, None, None, []
         self.ended = False
+        if self.early:
+            self.early = {}
+            if self.on_wait is not None:
+                self.on_wait(False)
+
+    def _hold(self, seq: int, event: Event | None) -> list[Delivery]:
+        """Hold an early event (None: an unknown type's seq) until the seqs before it come."""
+        early = self.early
+        if not early and self.on_wait is not None:
+            self.on_wait(True)
+        early[seq] = event
+        _log.debug("event.held", match_id=self.match_id, seq=seq, reason="early", held=len(early))
+        if len(early) > self.window:
+            return self._release_early()
+        return []
+
+    def _drain(self, out: list[Delivery]) -> list[Delivery]:
+        """After the next seq was applied: deliver the early events that now follow, in order."""
+        early = self.early
+        state = self.state
+        assert state is not None
+        while early and (nxt := state.last_seq + 1) in early:
+            event = early.pop(nxt)
+            if event is None:  # an unknown type's seq, passed over
+                self.state = state = state.model_copy(update={"last_seq": nxt})
+                continue
+            self.stats.reordered += 1
+            delivered = self._apply(event)
+            out += delivered
+            state = delivered[0][1]
+            if self.ended:
+                self._refuse_after_end(early)
+                break
+        if not early and self.on_wait is not None:
+            self.on_wait(False)
+        return out
+
+    def _release_early(self) -> list[Delivery]:
+        """Stop waiting for the missing seqs: the early events are applied, past a gap."""
+        early, self.early = self.early, {}
+        if self.on_wait is not None:
+            self.on_wait(False)
+        out: list[Delivery] = []
+        state = self.state
+        for seq in sorted(early):
+            event = early[seq]
+            assert state is not None
+            if self.ended:
+                self._refuse_after_end({seq: event})
+                continue
+            if event is None:  # an unknown type's seq: passed over, past the gap if any
+                if seq > state.last_seq:
+                    if seq > state.last_seq + 1:
+                        self._gap(check_sequence(state, seq), seq)
+                    self.state = state = state.model_copy(update={"last_seq": seq})
+                continue
+            out += self._apply(event) if event.seq == state.last_seq + 1 else self._unordered(event)
+            state = self.state
+        return out
+
+    def _refuse_after_end(self, early: dict[int, Event | None]) -> None:
+        for seq, event in early.items():
+            if event is None:
+                continue
+            self.stats.after_end += 1
+            _log.info(
+                "event.after_end_refused",
+                match_id=self.match_id,
+                run=self.run,
+                seq=seq,
+                type=event.type,
+            )
+        early.clear()
 
     def _sequence(self, event: Event) -> list[Delivery]:
         state = self.state
@@ -246,32 +359,51 @@ class Sequencer:
                 self.last_emitted = event.emitted_at
             if type(event) is FullTime:
                 self._ended_if(True)
+            if self.early:  # it was missing: the events held behind it follow
+                return self._drain([(event, state)])
             return [(event, state)]
+        if self.window and event.seq > state.last_seq + 1:
+            if event.seq in self.early:
+                self._duplicate(event.seq, state.last_seq)
+                return []
+            return self._hold(event.seq, event)
+        return self._unordered(event)
+
+    def _duplicate(self, seq: int, last_seq: int) -> None:
+        self.stats.duplicates += 1
+        _log.debug("event.duplicate_dropped", match_id=self.match_id, seq=seq, last_seq=last_seq)
+
+    def _unordered(self, event: Event) -> list[Delivery]:
+        """Not the next seq, and not to be held: a duplicate (dropped) or past a gap."""
+        state = self.state
+        assert state is not None
         check = check_sequence(state, event.seq)
         if check.kind == "duplicate":
-            self.stats.duplicates += 1
-            _log.debug(
-                "event.duplicate_dropped",
-                match_id=self.match_id,
-                seq=event.seq,
-                last_seq=state.last_seq,
-            )
+            self._duplicate(event.seq, state.last_seq)
             return []
         if check.kind == "gap":
-            self.stats.gaps += 1
-            self.stats.missing += len(check.missing)
-            self.resync_from = event.seq
-            _log.warning(
-                "sequence.gap_detected",
-                match_id=self.match_id,
-                seq=event.seq,
-                missing_from=check.missing.start,
-                missing_to=check.missing.stop - 1,
-                missing=len(check.missing),
-            )
-        self.state = with_score_dict(apply(state, event))
+            self._gap(check, event.seq)
+        return self._apply(event)
+
+    def _gap(self, check: SequenceCheck, seq: int) -> None:
+        self.stats.gaps += 1
+        self.stats.missing += len(check.missing)
+        self.resync_from = seq
+        _log.warning(
+            "sequence.gap_detected",
+            match_id=self.match_id,
+            seq=seq,
+            missing_from=check.missing.start,
+            missing_to=check.missing.stop - 1,
+            missing=len(check.missing),
+        )
+
+    def _apply(self, event: Event) -> list[Delivery]:
+        state = self.state
+        assert state is not None
+        self.state = state = with_score_dict(apply(state, event))
         if self.last_emitted is None or event.emitted_at > self.last_emitted:
             self.last_emitted = event.emitted_at
         if type(event) is FullTime:
             self._ended_if(True)
-        return [(event, self.state)]
+        return [(event, state)]

@@ -157,6 +157,14 @@ def consume(
             "(finished ones leave 5 minutes after their full time anyway).",
         ),
     ] = MAX_MATCHES,
+    reorder_window: Annotated[
+        int | None,
+        typer.Option(min=0, help="Events held past a missing seq, waiting for it (default 16)."),
+    ] = None,
+    reorder_wait: Annotated[
+        float | None,
+        typer.Option(min=0, help="Seconds they wait for it, at most (default 0.5)."),
+    ] = None,
     exit_at_full_time: Annotated[
         bool, typer.Option("--exit-at-full-time", help="Exit once the match (--match) is over.")
     ] = False,
@@ -197,6 +205,10 @@ def consume(
         drain_timeout=drain_timeout,
         max_matches=max_matches,
     )
+    if reorder_window is not None:  # else the runner's defaults
+        runner.reorder_window = reorder_window
+    if reorder_wait is not None:
+        runner.reorder_wait = reorder_wait
 
     async def go() -> dict[str, MatchState]:
         await reach_broker(url)  # before anything prints: no stats line ahead of the error
