@@ -30,6 +30,7 @@ part of what the consumer runner spends on each. The v5 path does not go through
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 __all__ = [
@@ -525,5 +526,11 @@ _NAMES = {
     13: "PINGRESP",
     14: "DISCONNECT",
 }
-_ID_ONLY: dict[int, type[_IdOnly]] = {4: PubAck, 5: PubRec, 6: PubRel, 7: PubComp, 11: UnsubAck}
-_EMPTY: dict[int, type[_Empty]] = {12: PingReq, 13: PingResp, 14: Disconnect}
+_ID_ONLY: dict[int, Callable[[int], Packet]] = {
+    4: PubAck,
+    5: PubRec,
+    6: PubRel,
+    7: PubComp,
+    11: UnsubAck,
+}
+_EMPTY: dict[int, Callable[[], Packet]] = {12: PingReq, 13: PingResp, 14: Disconnect}
