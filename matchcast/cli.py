@@ -30,9 +30,11 @@ from matchcast.mqtt import (
     broker_url_from,
 )
 from matchcast.options import (
+    CLIENT_HELP,
     BrokerOpt,
     CaFileOpt,
     CertFileOpt,
+    ClientKind,
     KeyFileOpt,
     LogFmtOpt,
     MatchFilterOpt,
@@ -396,6 +398,7 @@ def watch(
     exit_at_full_time: Annotated[
         bool, typer.Option("--exit-at-full-time", help="Exit once the match (--match) is over.")
     ] = False,
+    client: Annotated[ClientKind, typer.Option("--client", help=CLIENT_HELP)] = ClientKind.aiomqtt,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -421,6 +424,7 @@ def watch(
                 match_filter=match,
                 qos=qos,
                 until_finished={match} if exit_at_full_time else None,
+                client=client,
             )
 
     try:

@@ -39,9 +39,11 @@ from matchcast.cli import (
 )
 from matchcast.mqtt import BrokerURL
 from matchcast.options import (
+    CLIENT_HELP,
     BrokerOpt,
     CaFileOpt,
     CertFileOpt,
+    ClientKind,
     KeyFileOpt,
     LogFmtOpt,
     MatchFilterOpt,
@@ -141,6 +143,7 @@ def consume(
     protocol: Annotated[
         str, typer.Option(help="MQTT protocol: auto (5, else 3.1.1), 5 or 3.1.1.")
     ] = "auto",
+    client: Annotated[ClientKind, typer.Option("--client", help=CLIENT_HELP)] = ClientKind.fast,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -192,6 +195,7 @@ def consume(
             until_finished={match} if exit_at_full_time else None,
             clean_start=not session,
             session_expiry=session_expiry if session else None,
+            client=client,
         )
 
     _run(go)

@@ -10,13 +10,12 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from matchcast.options import CaFileOpt, CertFileOpt, KeyFileOpt, TlsInsecureOpt
+from matchcast.options import CaFileOpt, CertFileOpt, ClientKind, KeyFileOpt, TlsInsecureOpt
 
 #: Unlike the other commands, a load test never falls back to the embedded broker.
 _BrokerOpt = Annotated[
@@ -30,13 +29,6 @@ _BrokerOpt = Annotated[
 ]
 
 __all__ = ["register"]
-
-
-class ClientKind(StrEnum):
-    """Which MQTT client the load generator and its probes use."""
-
-    aiomqtt = "aiomqtt"
-    fast = "fast"
 
 
 def make_factory(kind: ClientKind, url: Any) -> Any:
@@ -152,7 +144,7 @@ def load(
         ClientKind,
         typer.Option(
             "--client",
-            help="fast (mqtt5 codec, MQTT 5 only; 7x aiomqtt here) or aiomqtt (also 3.1.1).",
+            help="fast (mqtt5 codec and our own 3.1.1; 7x aiomqtt here) or aiomqtt.",
         ),
     ] = ClientKind.fast,
     root: Annotated[str, typer.Option("--root", help="Topic root.")] = "matchcast-load",
@@ -521,7 +513,7 @@ def consume(
         typer.Option("--idle-exit", min=0.1, help="Exit after this many idle seconds."),
     ] = None,
     client: Annotated[
-        ClientKind, typer.Option("--client", help="fast (MQTT 5 only) or aiomqtt (also 3.1.1).")
+        ClientKind, typer.Option("--client", help="fast or aiomqtt; both speak MQTT 5 and 3.1.1.")
     ] = ClientKind.fast,
     log_format: Annotated[str, typer.Option("--log-format", help="auto, console or json.")] = (
         "auto"

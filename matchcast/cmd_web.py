@@ -25,9 +25,11 @@ from matchcast.cli import (
     _topics,
 )
 from matchcast.options import (
+    CLIENT_HELP,
     BrokerOpt,
     CaFileOpt,
     CertFileOpt,
+    ClientKind,
     KeyFileOpt,
     LogFmtOpt,
     RootOpt,
@@ -73,6 +75,7 @@ def web(
             "--queue-size", min=1, help="Updates a browser may have waiting before it is dropped."
         ),
     ] = 256,
+    client: Annotated[ClientKind, typer.Option("--client", help=CLIENT_HELP)] = ClientKind.aiomqtt,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -106,7 +109,7 @@ def web(
         async with WebServer(hub, host, port) as server:
             _err.print(f"Match page: [bold]{server.url}[/]  (Ctrl-C to stop)", markup=True)
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(run_watch(broker_url, [], runner=runner))
+                tg.create_task(run_watch(broker_url, [], runner=runner, client=client))
                 if matches:
                     await asyncio.wait_for(runner.subscribed.wait(), timeout=10)
                     await run_replay(matches, broker_url, options, replayer_id="web-demo")

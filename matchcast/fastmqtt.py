@@ -68,6 +68,11 @@ _PROTOCOL_OF: dict[tuple[str, int], Literal["5", "3.1.1"]] = {}
 #: CONNACK reason of a v5 broker that does not speak 5 (a 3.1.1 one says return code 1).
 _V5_UNSUPPORTED = 0x84
 _AUTH_CODES = frozenset((4, 5, 0x86, 0x87))
+_LISTENER_HINT = " (is this port an MQTT listener, plain for mqtt:// and TLS for mqtts://?)"
+_V5_HINT = (
+    " (a broker that speaks only 3.1.1, such as RabbitMQ 3.10, never answers an MQTT 5 "
+    "CONNECT: use --protocol auto or 3.1.1)"
+)
 
 
 #: A publish waiting to be written: topic, payload, QoS, retain, properties.
@@ -276,12 +281,15 @@ class FastClient:
         """
         self.url = url
         key = (url.host, url.port)
-        if self.protocol != "auto":
-            await self._connect_as(url, self.protocol, self._timeout)
-            return
-        known = _PROTOCOL_OF.get(key)
-        if known is not None:
-            await self._connect_as(url, known, self._timeout)
+        version = _PROTOCOL_OF.get(key) if self.protocol == "auto" else self.protocol
+        if version is not None:
+            try:
+                await self._connect_as(url, version, self._timeout)
+            except _NoConnAckError as err:
+                hint = _LISTENER_HINT if version == "3.1.1" or self.protocol == "auto" else _V5_HINT
+                raise BrokerError(str(url), f"{err}{hint}") from None
+            except _RefusedError as err:
+                raise BrokerError(str(url), f"connection refused: {err.reason}") from None
             return
         try:
             await self._connect_as(url, "5", self._probe_timeout)
@@ -289,8 +297,8 @@ class FastClient:
             v5_answer = str(err)
         except _RefusedError as err:
             if err.code not in (1, _V5_UNSUPPORTED):
-                raise
-            v5_answer = f"refused: {err.reason}"
+                raise BrokerError(str(url), f"connection refused: {err.reason}") from None
+            v5_answer = f"refused it ({err.reason})"
         else:
             _PROTOCOL_OF[key] = "5"
             return
@@ -300,9 +308,10 @@ class FastClient:
         except _NoConnAckError as err:
             raise BrokerError(
                 str(url),
-                f"no MQTT answer: MQTT 5 {v5_answer}, MQTT 3.1.1 {err} (is this port an MQTT "
-                "listener, plain for mqtt:// and TLS for mqtts://?)",
+                f"no MQTT answer: to MQTT 5 it {v5_answer}, to 3.1.1 it {err}{_LISTENER_HINT}",
             ) from None
+        except _RefusedError as err:
+            raise BrokerError(str(url), f"connection refused: {err.reason}") from None
         _PROTOCOL_OF[key] = "3.1.1"
 
     async def _connect_as(
@@ -311,9 +320,9 @@ class FastClient:
         """Connect and wait for the CONNACK.
 
         Raises:
-            _NoConnAckError: closed or silent before the CONNACK (auto may try 3.1.1).
-            _RefusedError: refused with a code auto falls back on (0x84, 1).
-            BrokerError: anything else, final.
+            _NoConnAckError: closed or silent before the CONNACK.
+            _RefusedError: a CONNACK that refused us.
+            BrokerError: no connection at all (the message says why).
         """
         loop = self._loop
         assert loop is not None
@@ -351,13 +360,10 @@ class FastClient:
                 ack = await self._connack
         except TimeoutError:
             self._drop()
-            raise self._silence(url, version, connack_timeout) from None
+            raise _NoConnAckError(f"sent no CONNACK within {connack_timeout:g}s") from None
         except _NoConnAckError:
             self._drop()
-            if self.protocol == "auto" and version == "5":
-                raise
-            hint = " (the broker may not speak MQTT 5: try --protocol auto)" if self._v5 else ""
-            raise BrokerError(str(url), f"closed the connection before its CONNACK{hint}") from None
+            raise
         self._accept(url, version, ack)
 
     def _accept(self, url: BrokerURL, version: Literal["5", "3.1.1"], ack: _ConnAck) -> None:
@@ -366,10 +372,7 @@ class FastClient:
         assert loop is not None
         if ack.code:
             self._drop()
-            refusal = self._refusal(ack)
-            if self.protocol == "auto" and version == "5" and ack.code in (1, _V5_UNSUPPORTED):
-                raise refusal
-            raise BrokerError(str(url), f"connection refused: {refusal.reason}")
+            raise self._refusal(ack)
         self.protocol_version = version
         self.session_present = ack.session_present
         self._quota = ack.receive_max if self._v5 else self.max_inflight
@@ -382,17 +385,6 @@ class FastClient:
             client_id=self.client_id,
             session_present=ack.session_present,
         )
-
-    def _silence(self, url: BrokerURL, version: str, waited: float) -> Exception:
-        if self.protocol == "auto" and version == "5":
-            return _NoConnAckError(f"sent no CONNACK within {waited:g}s")
-        hint = (
-            " (a broker that speaks only 3.1.1, such as RabbitMQ 3.10, never answers an MQTT 5 "
-            "CONNECT: use --protocol auto or 3.1.1)"
-            if version == "5"
-            else " (is this port an MQTT listener, plain for mqtt:// and TLS for mqtts://?)"
-        )
-        return BrokerError(str(url), f"no CONNACK within {waited:g}s{hint}")
 
     def _refusal(self, ack: _ConnAck) -> _RefusedError:
         if ack.v311:
@@ -512,7 +504,7 @@ class FastClient:
             self._proto = None
             if self._connack is not None and not self._connack.done():
                 self._connack.set_exception(
-                    _NoConnAckError(f"closed the connection ({exc or 'EOF'})")
+                    _NoConnAckError(f"closed the connection before its CONNACK ({exc or 'EOF'})")
                 )
             return
         unexpected = not self._closed
