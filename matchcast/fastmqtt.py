@@ -373,6 +373,8 @@ class FastClient:
         if ack.code:
             self._drop()
             raise self._refusal(ack)
+        if self._error is not None:  # lost in the CONNACK's own read (a malformed packet)
+            raise self._error
         self.protocol_version = version
         self.session_present = ack.session_present
         self._quota = ack.receive_max if self._v5 else self.max_inflight
