@@ -11,7 +11,14 @@ import mqtt5
 import pytest
 from structlog.testing import capture_logs
 
-from events import BrokerError, ConnectionLostError, Message, Topics
+from events import (
+    BatchSource,
+    BrokerError,
+    ConnectionLostError,
+    Message,
+    Reconnectable,
+    Topics,
+)
 from matchcast import fastmqtt, mqtt311
 from matchcast.broker import free_port
 from matchcast.fastmqtt import FastClient
@@ -361,6 +368,8 @@ async def test_a_lost_node_fails_over_to_the_next(topics: Topics) -> None:
         async with FastClient(urls, backoff_max=0.5) as client:
             await client.subscribe(topics.events("+"), qos=1)
             assert client.url == urls[0]
+            assert isinstance(client, Reconnectable)
+            assert isinstance(client, BatchSource)
             a.kill()
             with pytest.raises(ConnectionLostError):
                 async with asyncio.timeout(10):
