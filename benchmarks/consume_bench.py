@@ -240,6 +240,7 @@ def memory_live(
         "end_mb": samples[-1][1],
         "seconds": samples[-1][0],
         "handled": counts[0]["handled"],
+        "series": [(round(t), round(mb)) for t, mb in samples[::10]],
     }
 
 
@@ -253,6 +254,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--client", default="fast", help="consume's --client")
     parser.add_argument("--live-matches", type=int, default=10_000)
+    parser.add_argument("--live-seconds", type=int, default=40, help="how long they stay live")
     parser.add_argument("--skip", default="", help="comma list of: plugins10,qos1,memory")
     args = parser.parse_args()
     configure_logging("console", "ERROR")
@@ -328,13 +330,16 @@ def main() -> int:
             console.print(f"[dim]{note}[/]")
         if "memory" not in skip:
             console.print(f"[dim]consumer RSS with {args.live_matches:,} matches live[/]")
-            mem = memory_live(url, args.live_matches, workdir, args.client)
+            mem = memory_live(
+                url, args.live_matches, workdir, args.client, seconds=args.live_seconds
+            )
             console.print(
                 f"consumer RSS, {args.live_matches:,} matches live at once: start "
                 f"{mem['start_mb']:.0f} MB, all live {mem['live_first_mb']:.0f} MB, peak "
                 f"{mem['peak_mb']:.0f} MB, end {mem['end_mb']:.0f} MB over {mem['seconds']:.0f} s; "
                 f"{mem['handled']:,} events handled (fed at 5,000 events/s)"
             )
+            console.print(f"[dim]RSS every 5 s (s, MB): {mem['series']}[/]")
     finally:
         broker.stop()
     return 0
