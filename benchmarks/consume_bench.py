@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -342,6 +343,7 @@ def main() -> int:
             console.print(f"[dim]RSS every 5 s (s, MB): {mem['series']}[/]")
     finally:
         broker.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
     return 0
 
 
