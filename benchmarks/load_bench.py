@@ -49,11 +49,12 @@ from rich.table import Table
 
 from consumers import Runner, Subscriber
 from events import BaseEvent, MatchState, Topics
-from matchcast.cmd_load import ClientKind, make_factory
+from matchcast.cmd_load import make_factory
 from matchcast.fastmqtt import FastClient
 from matchcast.load import LoadOptions, LoadRun, LoadShape, MatchTemplate, build_report
 from matchcast.logs import configure_logging
 from matchcast.mqtt import BrokerURL
+from matchcast.options import ClientKind
 from matchcast.testing import Mosquitto, mosquitto_binary
 from simulator import resolve_matches
 
@@ -75,7 +76,12 @@ def c_clients(url: BrokerURL, qos: int, n: int, size: int, workdir: Path) -> flo
                 for i in range(start, min(n, start + CHUNK)):
                     f.write(payload(i, size) + b"\n")
         files.append(path)
-    topic = f"bench/c/{uuid.uuid4().hex[:8]}"
+    return c_clients_fed(url, qos, n, files, f"bench/c/{uuid.uuid4().hex[:8]}")
+
+
+def c_clients_fed(url: BrokerURL, qos: int, n: int, files: list[Path], topic: str) -> float:
+    """Messages/s ``mosquitto_sub`` receives of the ``n`` lines in ``files``, each file fed to
+    one ``mosquitto_pub -l`` in turn, timed from the first publish to the last line read."""
     base = ["-h", url.host, "-p", str(url.port), "-t", topic, "-q", str(qos)]
     sub = subprocess.Popen(["mosquitto_sub", *base], stdout=subprocess.PIPE)
     state = {"lines": 0, "last": 0.0}

@@ -10,7 +10,7 @@ import asyncio
 import datetime as dt
 import uuid
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
 
@@ -25,15 +25,32 @@ from events import (
     Topics,
 )
 from matchcast.mqtt import BrokerURL, MqttClient, Protocol, WillSpec
+from matchcast.options import ClientKind
 from matchcast.status import ReplayerStatus
 from simulator import Match, Recording, Replayer, ReplayOptions, ReplayReport
 
-__all__ = ["run_replay", "run_watch", "status_payload"]
+if TYPE_CHECKING:
+    from matchcast.fastmqtt import FastClient
+
+__all__ = ["mqtt_client", "run_replay", "run_watch", "status_payload"]
 
 _log = structlog.get_logger("matchcast.app")
 
 #: Failed subscriptions in a row after a failover before a consumer gives up.
 _RESUBSCRIBE_TRIES = 5
+
+
+def mqtt_client(
+    kind: ClientKind | str, url: BrokerURL | Sequence[BrokerURL], **options: Any
+) -> MqttClient | FastClient:
+    """A client of ``kind`` (``--client``) for ``url``; both take the same ``options``
+    (``client_id``, ``protocol``, ``will``, ``clean_start``, ``session_expiry``, ``keepalive``,
+    ``connect_timeout``, ``max_outage``, ``backoff_initial``, ``backoff_max``, ...)."""
+    if ClientKind(kind) is ClientKind.fast:
+        from matchcast.fastmqtt import FastClient  # noqa: PLC0415
+
+        return FastClient(url, **options)
+    return MqttClient(url, **options)
 
 
 def status_payload(
@@ -149,6 +166,7 @@ async def run_watch(
     runner: Runner | None = None,
     clean_start: bool = True,
     session_expiry: int | None = None,
+    client: ClientKind | str = ClientKind.aiomqtt,
 ) -> dict[str, MatchState]:
     """Run subscribers against the broker until stopped, or until every match named in
     ``until_finished`` has reached full time. Returns the final states.
@@ -156,6 +174,8 @@ async def run_watch(
     Pass ``runner`` to watch its ``subscribed`` event or call its ``stop()`` from outside.
     ``clean_start=False`` with a fixed ``client_id`` (and, on MQTT 5, a ``session_expiry``
     in seconds) resumes the broker session: what was published while away is delivered.
+    ``client`` picks the MQTT client (:func:`mqtt_client`); the fast one hands the runner each
+    read's messages in one batch.
 
     The connection is closed before the lanes drain, so nothing is acknowledged to the
     broker that the handlers will not see. A lost connection is replaced with backoff
@@ -185,42 +205,43 @@ async def run_watch(
     # The connection closes (last in, first out) before the runner drains its lanes.
     async with (
         runner,
-        MqttClient(
+        mqtt_client(
+            client,
             url,
             client_id=client_id,
             protocol=protocol,
             clean_start=clean_start,
             session_expiry=session_expiry,
-        ) as client,
+        ) as connection,
     ):
         failed_resubscribes = 0
         while True:
             try:
-                await runner.run(client, qos=qos)
+                await runner.run(connection, qos=qos)
                 break
             except ConnectionLostError as err:
                 # The lanes and states live on; a persistent session gets what was queued,
                 # a clean one re-subscribes and resynchronises from the retained snapshot.
                 _log.warning("consumer.connection_lost", reason=err.reason)
                 failed_resubscribes = 0
-                await client.reconnect()
+                await connection.reconnect()
             except BrokerError as err:
                 # A subscribe failed on the node failed over to. The first connection's
                 # failure, or one that keeps failing, is an error to report.
                 failed_resubscribes += 1
-                if not client.reconnects or failed_resubscribes > _RESUBSCRIBE_TRIES:
+                if not connection.reconnects or failed_resubscribes > _RESUBSCRIBE_TRIES:
                     raise
-                if client.persistent:
+                if isinstance(connection, MqttClient) and connection.persistent:
                     # A node that cannot resume the session (RabbitMQ 3.10 keeps it on the
                     # lost node only, and a subscribe there hangs): go on with a clean one.
                     # The gap is reported and the state taken from the snapshot.
                     _log.warning(
-                        "consumer.session_abandoned", broker=str(client.url), reason=err.reason
+                        "consumer.session_abandoned", broker=str(connection.url), reason=err.reason
                     )
-                    client.start_clean()
+                    connection.start_clean()
                 else:  # a node still electing leaders (NATS JetStream) may refuse at first
                     _log.warning(
-                        "consumer.resubscribe_failed", broker=str(client.url), reason=err.reason
+                        "consumer.resubscribe_failed", broker=str(connection.url), reason=err.reason
                     )
-                await client.reconnect()
+                await connection.reconnect()
     return runner.states

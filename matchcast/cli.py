@@ -51,9 +51,11 @@ from matchcast.mqtt import (
     describe,
 )
 from matchcast.options import (
+    CLIENT_HELP,
     BrokerOpt,
     CaFileOpt,
     CertFileOpt,
+    ClientKind,
     KeyFileOpt,
     LogFmtOpt,
     MatchFilterOpt,
@@ -629,6 +631,7 @@ def watch(
         bool, typer.Option("--exit-at-full-time", help="Exit once the match (--match) is over.")
     ] = False,
     protocol: ProtocolOpt = "auto",
+    client: Annotated[ClientKind, typer.Option("--client", help=CLIENT_HELP)] = ClientKind.aiomqtt,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -663,6 +666,7 @@ def watch(
                         match_filter=match,
                         qos=qos,
                         protocol=checked_protocol,
+                        client=client,
                         until_finished={match} if exit_at_full_time else None,
                     )
                 finally:

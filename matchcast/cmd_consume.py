@@ -51,9 +51,11 @@ from matchcast.cli import (
 )
 from matchcast.mqtt import BrokerURL
 from matchcast.options import (
+    CLIENT_HELP,
     BrokerOpt,
     CaFileOpt,
     CertFileOpt,
+    ClientKind,
     KeyFileOpt,
     LogFmtOpt,
     MatchFilterOpt,
@@ -169,6 +171,7 @@ def consume(
         bool, typer.Option("--exit-at-full-time", help="Exit once the match (--match) is over.")
     ] = False,
     protocol: ProtocolOpt = "auto",
+    client: Annotated[ClientKind, typer.Option("--client", help=CLIENT_HELP)] = ClientKind.fast,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -226,6 +229,7 @@ def consume(
             until_finished={match} if exit_at_full_time else None,
             clean_start=not session,
             session_expiry=session_expiry if session else None,
+            client=client,
         )
         if match == "+":
             return await watch

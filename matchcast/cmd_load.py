@@ -13,7 +13,6 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,7 +31,14 @@ from matchcast.chaos import (
 )
 from matchcast.load._nodes import NodeAssigner
 from matchcast.mqtt import ENV_PASSWORD
-from matchcast.options import CaFileOpt, CertFileOpt, KeyFileOpt, ProtocolOpt, TlsInsecureOpt
+from matchcast.options import (
+    CaFileOpt,
+    CertFileOpt,
+    ClientKind,
+    KeyFileOpt,
+    ProtocolOpt,
+    TlsInsecureOpt,
+)
 from matchcast.redact import redact, redact_argv, redact_data, write_private
 from simulator import ChaosSpec, ChaosSpecError
 
@@ -54,13 +60,6 @@ _BrokerOpt = Annotated[
 __all__ = ["register"]
 
 
-class ClientKind(StrEnum):
-    """Which MQTT client the load generator and its probes use."""
-
-    aiomqtt = "aiomqtt"
-    fast = "fast"
-
-
 def make_factory(kind: ClientKind, brokers: Any, protocol: str = "auto") -> Any:
     """A :data:`~matchcast.load.ClientFactory` for ``kind``, each connection to the next node
     of its role: ``brokers`` is a :class:`NodeAssigner` (which counts them), a list of broker
@@ -75,8 +74,8 @@ def make_factory(kind: ClientKind, brokers: Any, protocol: str = "auto") -> Any:
         from matchcast.fastmqtt import FastClient  # noqa: PLC0415
 
         def fast(client_id: str, role: str) -> AbstractAsyncContextManager[Any]:
-            # The fast client takes one URL today: its node, without failover.
-            return FastClient(nodes.assign(role)[0], client_id=client_id)
+            # Its node first, then the others it fails over to.
+            return FastClient(nodes.assign(role), client_id=client_id, protocol=protocol)  # type: ignore[arg-type]
 
         return fast
     from matchcast.mqtt import MqttClient  # noqa: PLC0415
@@ -184,7 +183,7 @@ def load(
         ClientKind,
         typer.Option(
             "--client",
-            help="fast (mqtt5 codec, MQTT 5 only; 7x aiomqtt here) or aiomqtt (also 3.1.1).",
+            help="fast (mqtt5 codec and our own 3.1.1; 7x aiomqtt here) or aiomqtt.",
         ),
     ] = ClientKind.fast,
     root: Annotated[str, typer.Option("--root", help="Topic root.")] = "matchcast-load",
@@ -828,7 +827,7 @@ def consume(
         typer.Option("--idle-exit", min=0.1, help="Exit after this many idle seconds."),
     ] = None,
     client: Annotated[
-        ClientKind, typer.Option("--client", help="fast (MQTT 5 only) or aiomqtt (also 3.1.1).")
+        ClientKind, typer.Option("--client", help="fast or aiomqtt; both speak MQTT 5 and 3.1.1.")
     ] = ClientKind.fast,
     protocol: ProtocolOpt = "auto",
     log_format: Annotated[str, typer.Option("--log-format", help="auto, console or json.")] = (

@@ -28,9 +28,11 @@ from matchcast.cli import (
     reach_broker,
 )
 from matchcast.options import (
+    CLIENT_HELP,
     BrokerOpt,
     CaFileOpt,
     CertFileOpt,
+    ClientKind,
     KeyFileOpt,
     LogFmtOpt,
     ProtocolOpt,
@@ -87,6 +89,7 @@ def web(
         ),
     ] = None,
     protocol: ProtocolOpt = "auto",
+    client: Annotated[ClientKind, typer.Option("--client", help=CLIENT_HELP)] = ClientKind.aiomqtt,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -123,7 +126,11 @@ def web(
         async with WebServer(hub, host, port, max_streams=max_streams) as server:
             _err.print(f"Match page: {server.url}  (Ctrl-C to stop)", markup=False)
             async with asyncio.TaskGroup() as tg:
-                tg.create_task(run_watch(broker_url, [], runner=runner, protocol=checked_protocol))
+                tg.create_task(
+                    run_watch(
+                        broker_url, [], runner=runner, protocol=checked_protocol, client=client
+                    )
+                )
                 if matches:
                     await asyncio.wait_for(runner.subscribed.wait(), timeout=10)
                     await run_replay(

@@ -6,6 +6,7 @@ imported on its own (by a benchmark, say) without importing the CLI first.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -14,9 +15,11 @@ import typer
 from matchcast.mqtt import ENV_CA_FILE, ENV_CERT_FILE, ENV_KEY_FILE
 
 __all__ = [
+    "CLIENT_HELP",
     "BrokerOpt",
     "CaFileOpt",
     "CertFileOpt",
+    "ClientKind",
     "KeyFileOpt",
     "LogFmtOpt",
     "MatchFilterOpt",
@@ -26,6 +29,20 @@ __all__ = [
     "TlsInsecureOpt",
     "VerboseOpt",
 ]
+
+
+class ClientKind(StrEnum):
+    """Which MQTT client a command uses (``--client``)."""
+
+    aiomqtt = "aiomqtt"
+    fast = "fast"
+
+
+#: The help of every command's ``--client``.
+CLIENT_HELP = (
+    "MQTT client: fast (matchcast.fastmqtt, several times aiomqtt's rate) or aiomqtt "
+    "(on paho). Both speak MQTT 5 and 3.1.1."
+)
 
 BrokerOpt = Annotated[
     str | None,

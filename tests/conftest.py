@@ -74,3 +74,13 @@ async def broker_url(request: pytest.FixtureRequest) -> AsyncIterator[BrokerURL]
 def topics() -> Topics:
     """A topic root no other test uses, so tests never see each other's messages."""
     return Topics(f"mctest-{uuid.uuid4().hex[:10]}")
+
+
+@pytest.fixture(params=["aiomqtt", "fast"])
+def client_kind(request: pytest.FixtureRequest) -> str:
+    """Each MQTT client in turn (``--client``): the contract tests hold for both.
+
+    Make the client with :func:`matchcast.app.mqtt_client` (``client_kind, url, **options``).
+    """
+    kind: str = request.param
+    return kind

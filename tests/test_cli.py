@@ -127,7 +127,7 @@ def test_schema_prints_the_event_union() -> None:
 
 
 @pytest.mark.mosquitto
-def test_watch_and_replay_against_mosquitto(mosquitto: Mosquitto) -> None:
+def test_watch_and_replay_against_mosquitto(mosquitto: Mosquitto, client_kind: str) -> None:
     root = f"cli{time.monotonic_ns()}"
     watch = subprocess.Popen(
         [
@@ -142,6 +142,8 @@ def test_watch_and_replay_against_mosquitto(mosquitto: Mosquitto) -> None:
             "--match",
             "wc2026-sf-arg-eng",
             "--exit-at-full-time",
+            "--client",
+            client_kind,
             "--log-format",
             "json",
             "-v",

@@ -19,14 +19,16 @@ from tests.test_cli import _one_clear_line, matchcast
 SEMI_ID = "wc2026-sf-arg-eng"
 
 
-@pytest.fixture
-def demo_port() -> Iterator[int]:
-    """``matchcast web --demo --speed max`` on a free port; it must stop cleanly on SIGTERM."""
+@pytest.fixture(params=["aiomqtt", "fast"])
+def demo_port(request: pytest.FixtureRequest) -> Iterator[int]:
+    """``matchcast web --demo --speed max --client X`` on a free port, for each client; it must
+    stop cleanly on SIGTERM."""
     port = free_port()
     proc = subprocess.Popen(
         [
             sys.executable,
             *("-m", "matchcast", "web", "--demo", "--speed", "max", "--port", str(port)),
+            *("--client", request.param),
             *("-v", "--log-format", "json"),
         ],
         env={**os.environ, "MATCHCAST_BROKER": ""},

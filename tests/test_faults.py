@@ -10,8 +10,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from events import BrokerError, Event, MatchClock, Topics, decode_event, decode_state
-from matchcast.app import run_replay
-from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.app import mqtt_client, run_replay
+from matchcast.mqtt import BrokerURL
 from matchcast.testbroker import FaultProxy, Mosquitto, mosquitto_binary
 from simulator import ReplayOptions, expand, resolve_matches
 
@@ -151,10 +151,13 @@ async def test_a_dropped_connection_is_replaced_through_a_proxy(
     assert set(received) == set(range(report.first_seq, LAST_SEQ + 1))
 
 
-async def test_a_stalled_connection_is_detected_by_keepalive(mosquitto: Mosquitto) -> None:
+async def test_a_stalled_connection_is_detected_by_keepalive(
+    mosquitto: Mosquitto, client_kind: str
+) -> None:
     """Half-open: the socket stays up but nothing flows; keepalive notices and we reconnect."""
     async with FaultProxy("127.0.0.1", mosquitto.port) as proxy:
-        client = MqttClient(BrokerURL("127.0.0.1", proxy.port), keepalive=1, connect_timeout=2)
+        url = BrokerURL("127.0.0.1", proxy.port)
+        client = mqtt_client(client_kind, url, keepalive=1, connect_timeout=2)
         async with client:
             proxy.stall()
             with pytest.raises(Exception, match=r"connection lost|closed"):
@@ -168,21 +171,24 @@ async def test_a_stalled_connection_is_detected_by_keepalive(mosquitto: Mosquitt
     assert client.reconnects == 1
 
 
-async def test_giving_up_after_max_outage_is_a_clear_broker_error() -> None:
+async def test_giving_up_after_max_outage_is_a_clear_broker_error(client_kind: str) -> None:
     binary = mosquitto_binary()
     assert binary is not None
     broker = Mosquitto(binary).start()
-    client = MqttClient(BrokerURL.parse(broker.url), max_outage=0.5, backoff_max=0.2)
+    url = BrokerURL.parse(broker.url)
+    client = mqtt_client(client_kind, url, max_outage=0.5, backoff_max=0.2)
     async with client:
         broker.kill()
-        with pytest.raises(Exception, match="giving up"):
+        with pytest.raises(BrokerError, match="giving up"):
             async with asyncio.timeout(20):
                 await client.reconnect()
     broker.stop()
 
 
 @pytest.mark.parametrize("persistent", [True, False], ids=["persistent-session", "clean-session"])
-async def test_a_consumer_survives_a_broker_kill(topics: Topics, persistent: bool) -> None:
+async def test_a_consumer_survives_a_broker_kill(
+    topics: Topics, persistent: bool, client_kind: str
+) -> None:
     """With a persistent session (and broker persistence) the handlers see every seq once; with
     a clean session and no persistence the gap is reported and the state repaired from the
     snapshot the replayer republishes."""
@@ -208,6 +214,7 @@ async def test_a_consumer_survives_a_broker_kill(topics: Topics, persistent: boo
                     client_id=f"survivor-{topics.root}",
                     clean_start=not persistent,
                     session_expiry=600 if persistent else None,
+                    client=client_kind,
                 )
             )
             await runner.subscribed.wait()
@@ -236,7 +243,7 @@ async def test_a_consumer_survives_a_broker_kill(topics: Topics, persistent: boo
 
 
 async def test_a_slow_consumer_past_the_broker_queue_limit_is_repaired_and_others_unaffected(
-    topics: Topics,
+    topics: Topics, client_kind: str
 ) -> None:
     """mosquitto drops what does not fit a slow client's queue: the consumer sees the gap,
     reports it, and repairs its state from the retained snapshot; another consumer (its own
@@ -288,7 +295,14 @@ async def test_a_slow_consumer_past_the_broker_queue_limit_is_repaired_and_other
             )
             # 3.1.1: a v5 client's own Receive Maximum would override max_inflight_messages
             watch = asyncio.create_task(
-                run_watch(url, [], runner=runner, until_finished={SEMI.match_id}, protocol="3.1.1")
+                run_watch(
+                    url,
+                    [],
+                    runner=runner,
+                    until_finished={SEMI.match_id},
+                    protocol="3.1.1",
+                    client=client_kind,
+                )
             )
             await runner.subscribed.wait()
             await asyncio.sleep(0.3)  # mosquitto_sub has no ready signal
@@ -331,11 +345,13 @@ async def test_a_slow_consumer_past_the_broker_queue_limit_is_repaired_and_other
     ]
 
 
-async def test_added_latency_delays_but_loses_nothing(mosquitto: Mosquitto) -> None:
+async def test_added_latency_delays_but_loses_nothing(
+    mosquitto: Mosquitto, client_kind: str
+) -> None:
     import time
 
     async with FaultProxy("127.0.0.1", mosquitto.port) as proxy:
-        client = MqttClient(BrokerURL("127.0.0.1", proxy.port))
+        client = mqtt_client(client_kind, BrokerURL("127.0.0.1", proxy.port))
         async with client:
             proxy.latency = 0.2
             t0 = time.monotonic()
@@ -344,12 +360,13 @@ async def test_added_latency_delays_but_loses_nothing(mosquitto: Mosquitto) -> N
 
 
 async def test_a_black_hole_times_out_with_a_clear_error_instead_of_hanging(
-    mosquitto: Mosquitto,
+    mosquitto: Mosquitto, client_kind: str
 ) -> None:
     async with FaultProxy("127.0.0.1", mosquitto.port) as proxy:
         proxy.blackhole = True
-        client = MqttClient(BrokerURL("127.0.0.1", proxy.port), connect_timeout=1)
-        with pytest.raises(BrokerError, match="cannot connect"):
+        url = BrokerURL("127.0.0.1", proxy.port)
+        client = mqtt_client(client_kind, url, connect_timeout=1)
+        with pytest.raises(BrokerError, match=r"cannot connect|no MQTT answer"):
             async with asyncio.timeout(10), client:
                 pass
         assert proxy.connections >= 1

@@ -227,7 +227,8 @@ async def test_a_dropped_probe_reconnects_and_the_gap_is_loss(
 async def test_qos2_through_either_client_loses_and_repeats_nothing(
     mosquitto_url: BrokerURL, topics: Topics, client: str
 ) -> None:
-    from matchcast.cmd_load import ClientKind, make_factory
+    from matchcast.cmd_load import make_factory
+    from matchcast.options import ClientKind
 
     shape = LoadShape(matches=2, qos=2, payload_size=400)
     options = LoadOptions(shape=shape, topics=topics, subscribers=2, max_inflight=50)

@@ -95,7 +95,7 @@ async def consuming(
 
 
 async def test_goal_alerts_react_to_a_live_replay_despite_a_crashing_and_a_slow_handler(
-    broker_url: BrokerURL, topics: Topics
+    broker_url: BrokerURL, topics: Topics, client_kind: str
 ) -> None:
     lines: list[str] = []
     crashing, slow = Subscriber("crashing"), Subscriber("slow")
@@ -109,7 +109,8 @@ async def test_goal_alerts_react_to_a_live_replay_despite_a_crashing_and_a_slow_
         await asyncio.sleep(3600)
 
     runner = Runner([crashing, slow, goal_alerts(lines)], topics=topics)
-    async with consuming(broker_url, runner, until_finished={MATCH.match_id}) as watch:
+    until = {MATCH.match_id}
+    async with consuming(broker_url, runner, until_finished=until, client=client_kind) as watch:
         await run_replay([MATCH], broker_url, ReplayOptions(speed=None, topics=topics))
         states = await asyncio.wait_for(asyncio.shield(watch), timeout=30)
     assert lines == GOAL_LINES
@@ -119,7 +120,7 @@ async def test_goal_alerts_react_to_a_live_replay_despite_a_crashing_and_a_slow_
 
 
 async def test_a_late_joiner_starts_from_the_retained_snapshot_then_goes_live(
-    broker_url: BrokerURL, topics: Topics
+    broker_url: BrokerURL, topics: Topics, client_kind: str
 ) -> None:
     k = 70  # after the first goal
     await publish(broker_url, topics, 0, k)
@@ -129,7 +130,8 @@ async def test_a_late_joiner_starts_from_the_retained_snapshot_then_goes_live(
     sub.on()(lambda e, state: seen.append(("event", e.seq)))
     sub.on_state(lambda state: seen.append(("state", state.last_seq)))
     runner = Runner([sub], topics=topics)
-    async with consuming(broker_url, runner, until_finished={MATCH.match_id}) as watch:
+    until = {MATCH.match_id}
+    async with consuming(broker_url, runner, until_finished=until, client=client_kind) as watch:
         await publish(broker_url, topics, k, len(EVENTS))
         states = await asyncio.wait_for(asyncio.shield(watch), timeout=30)
     assert seen == [("state", k)] + [("event", s) for s in range(k + 1, len(EVENTS) + 1)]
@@ -163,9 +165,14 @@ async def test_a_slow_match_does_not_delay_another_on_a_live_broker(
 
 @pytest.mark.mosquitto
 async def test_a_restarted_consumer_with_a_session_resumes_where_it_was(
-    mosquitto_url: BrokerURL, topics: Topics
+    mosquitto_url: BrokerURL, topics: Topics, client_kind: str
 ) -> None:
-    session = {"client_id": f"resume-{topics.root}", "clean_start": False, "session_expiry": 300}
+    session = {
+        "client_id": f"resume-{topics.root}",
+        "clean_start": False,
+        "session_expiry": 300,
+        "client": client_kind,
+    }
 
     def run(until_seq: int) -> tuple[Runner, list[tuple[str, int]], asyncio.Event]:
         seen: list[tuple[str, int]] = []
@@ -414,12 +421,13 @@ def joined(state: MatchState) -> None:
 @pytest.mark.slow
 @pytest.mark.mosquitto
 async def test_consume_with_a_session_resumes_after_a_restart(
-    mosquitto_url: BrokerURL, topics: Topics, tmp_path: Path
+    mosquitto_url: BrokerURL, topics: Topics, tmp_path: Path, client_kind: str
 ) -> None:
     plugin = tmp_path / "seq_writer.py"
     plugin.write_text(textwrap.dedent(SEQ_PLUGIN))
     log = plugin.with_suffix(".log")
     args = [str(plugin), "--broker", str(mosquitto_url), "--root", topics.root, "--session"]
+    args += ["--client", client_kind]
 
     async def run_until(lines: int, publish_from: int, publish_to: int) -> None:
         async with Consumer(*args) as consumer:

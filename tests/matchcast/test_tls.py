@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from events import BrokerError
-from matchcast.mqtt import BrokerURL, MqttClient, TLSOptions
+from matchcast.app import mqtt_client
+from matchcast.mqtt import BrokerURL, TLSOptions
 from matchcast.testbroker import Mosquitto, mosquitto_binary
 from tests._cli import run_cli
 from tests._secure import Certs, make_certs, tls_mosquitto
@@ -105,18 +106,18 @@ def test_tls_to_a_plain_port_is_one_line_with_a_hint(mosquitto: Mosquitto) -> No
 
 
 async def test_a_client_certificate_is_presented_where_the_broker_wants_one(
-    mtls_broker: Mosquitto, certs: Certs
+    mtls_broker: Mosquitto, certs: Certs, client_kind: str
 ) -> None:
     base = BrokerURL.parse(f"mqtts://127.0.0.1:{mtls_broker.port}")
     with_cert = base.with_tls(
         TLSOptions(ca_file=certs.ca, cert_file=certs.client_cert, key_file=certs.client_key)
     )
-    async with MqttClient(with_cert) as client:
+    async with mqtt_client(client_kind, with_cert) as client:
         await client.publish("mctest/tls", b"{}", qos=1)
     without = base.with_tls(TLSOptions(ca_file=certs.ca))
     with pytest.raises(BrokerError):
         # TLS 1.3 finishes the handshake before the broker checks: it then hangs up.
-        async with MqttClient(without, connect_timeout=2):
+        async with mqtt_client(client_kind, without, connect_timeout=2):
             pass
 
 
