@@ -28,7 +28,7 @@ import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 import structlog
 
@@ -41,7 +41,9 @@ from events import (
     MessageProps,
     Publisher,
     Reconnectable,
+    ReplayStopped,
     Topics,
+    apply,
     encode_event,
     encode_state,
 )
@@ -68,6 +70,9 @@ _log = structlog.get_logger("matchcast.replay")
 #: Seconds of recent events re-sent after a reconnect by default: mosquitto's default
 #: ``autosave_interval`` (1800 s), plus a minute of margin.
 RESEND_WINDOW_S = 1860.0
+
+#: Seconds a stopping replay waits for the broker to take its ``replay_stopped`` and state.
+STOP_TIMEOUT_S = 2.0
 
 _last_run = 0
 
@@ -290,43 +295,15 @@ class Replayer:
         t0 = self.clock.now()
         wall0 = self.wall_now()
         report.final_state = state
-        index = begin
         run = _Run(self, events, states, offsets, base, t0, wall0, report, log)
         try:
-            while True:
-                try:
-                    await run.publish_from(index)
-                    break
-                except ExceptionGroup as group:
-                    lost, rest = group.split(BrokerError)
-                    if (
-                        rest is not None
-                        or lost is None
-                        or not isinstance(self.publisher, Reconnectable)
-                    ):
-                        raise
-                    reason = _first(lost)
-                log.warning("replay.connection_lost", reason=reason, last_seq=report.last_seq)
-                await self.publisher.reconnect()
-                report.reconnects += 1
-                index = max(begin, run.resume_index(opts.resend_window))
-                state = states[index - 1] if index else initial
-                # The broker may have lost its retained messages: say where we are first.
-                await self.publisher.publish(
-                    state_topic,
-                    encode_state(state),
-                    qos=opts.qos,
-                    retain=True,
-                    props=_state_props(state),
-                )
-                log.info(
-                    "replay.resumed",
-                    from_seq=index + 1,
-                    unacked_from_seq=run.first_unacked() + 1,
-                    score=state.scoreline,
-                )
+            await self._publish_resuming(run, begin, initial, states, state_topic, log)
         except asyncio.CancelledError:
             log.warning("replay.interrupted", last_seq=report.last_seq, published=report.published)
+            await self._say_stopped(run, begin, initial, "interrupted", None, log)
+            raise
+        except Exception as err:
+            await self._say_stopped(run, begin, initial, "error", _reason(err), log)
             raise
         report.duration_s = self.clock.now() - t0
         state = report.final_state
@@ -339,6 +316,103 @@ class Replayer:
             score=state.scoreline,
         )
         return report
+
+    async def _publish_resuming(
+        self,
+        run: _Run,
+        begin: int,
+        initial: MatchState,
+        states: ReplayStates,
+        state_topic: str,
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> None:
+        """Publish from ``begin`` to the end; after a lost connection, reconnect and resume."""
+        opts, report, index = self.options, run.report, begin
+        while True:
+            try:
+                await run.publish_from(index)
+                break
+            except ExceptionGroup as group:
+                lost, rest = group.split(BrokerError)
+                if (
+                    rest is not None
+                    or lost is None
+                    or not isinstance(self.publisher, Reconnectable)
+                ):
+                    raise
+                reason = _first(lost)
+            log.warning("replay.connection_lost", reason=reason, last_seq=report.last_seq)
+            await self.publisher.reconnect()
+            report.reconnects += 1
+            index = max(begin, run.resume_index(opts.resend_window))
+            state = states[index - 1] if index else initial
+            # The broker may have lost its retained messages: say where we are first.
+            await self.publisher.publish(
+                state_topic,
+                encode_state(state),
+                qos=opts.qos,
+                retain=True,
+                props=_state_props(state),
+            )
+            log.info(
+                "replay.resumed",
+                from_seq=index + 1,
+                unacked_from_seq=run.first_unacked() + 1,
+                score=state.scoreline,
+            )
+
+    async def _say_stopped(
+        self,
+        run: _Run,
+        begin: int,
+        initial: MatchState,
+        reason: Literal["interrupted", "error"],
+        detail: str | None,
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> None:
+        """Publish ``replay_stopped`` and the ``stopped`` state after it, so the retained state
+        does not say ``live`` forever. Best effort, within :data:`STOP_TIMEOUT_S`: on a dead
+        connection nothing is said, and the replayer's last will says it is offline.
+
+        Said only when the run published something (a state or an event) to stop."""
+        sent = max(run.next_index, run.high_water)  # handed to the broker (some in flight)
+        if sent > begin:
+            state = run.states[sent - 1]
+        else:  # no event yet: the state a start mid-match published first, if any
+            state = run.states[begin - 1] if begin else initial
+        if state.last_seq == 0 or state.clock is None or state.status == "finished":
+            return
+        opts = self.options
+        event = ReplayStopped(
+            match_id=state.match_id,
+            run=run.report.run,
+            seq=state.last_seq + 1,
+            clock=state.clock,
+            emitted_at=self.wall_now(),
+            reason=reason,
+            detail=detail,
+        )
+        stopped = apply(state, event)
+        try:
+            async with asyncio.timeout(STOP_TIMEOUT_S):
+                await self.publisher.publish(
+                    opts.topics.events(state.match_id),
+                    encode_event(event),
+                    qos=opts.qos,
+                    props=_event_props(opts, event),
+                )
+                await self.publisher.publish(
+                    opts.topics.state(state.match_id),
+                    encode_state(stopped),
+                    qos=opts.qos,
+                    retain=True,
+                    props=_state_props(stopped),
+                )
+        except (TimeoutError, BrokerError, OSError) as err:
+            log.warning("replay_stopped.not_published", reason=str(err) or type(err).__name__)
+            return
+        run.report.final_state = stopped
+        log.info("replay.stopped", reason=reason, seq=event.seq, clock=event.clock.label)
 
 
 class _Run:
@@ -633,6 +707,13 @@ class _Chaos:
         finally:
             window.release()
         self.unacked.discard(index)
+
+
+def _reason(err: BaseException) -> str:
+    """One line for ``replay_stopped.detail``: the first error of a group, bounded."""
+    while isinstance(err, BaseExceptionGroup):
+        err = err.exceptions[0]
+    return f"{type(err).__name__}: {err}"[:200]
 
 
 def _first(group: BaseExceptionGroup[BrokerError]) -> str:
