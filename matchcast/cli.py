@@ -602,7 +602,13 @@ def watch(
     root: RootOpt = "matchcast",
     qos: QosOpt = 1,
     exit_at_full_time: Annotated[
-        bool, typer.Option("--exit-at-full-time", help="Exit once the match (--match) is over.")
+        bool,
+        typer.Option(
+            "--exit-at-full-time",
+            help="Exit at the full time of the match (--match) in a run that is live when the "
+            "watch joins or starts after; a finished state retained by an earlier run, or a "
+            "replay stopped before full time, does not end it.",
+        ),
     ] = False,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
