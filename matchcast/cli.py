@@ -735,6 +735,7 @@ EXAMPLES: dict[str, str] = {
     "simulate": "matchcast simulate --home BRA --away GER --seed 7 --knockout -o bra-ger.yaml",
     "import": "matchcast import openfootball worldcup.json --match final -o final.yaml",
     "web": "matchcast web --broker mqtt://127.0.0.1:1883 --port 8000",
+    "clear": "matchcast clear --broker mqtt://127.0.0.1:1883 --match wc2026-sf-arg-eng --yes",
 }
 
 
@@ -784,6 +785,7 @@ def main() -> None:
 #: ``KeyFileOpt`` and ``TlsInsecureOpt`` and gets its URL from ``_connection_options``.
 COMMAND_MODULES: tuple[str, ...] = (
     "matchcast.cmd_asyncapi",
+    "matchcast.cmd_clear",
     "matchcast.cmd_consume",
     "matchcast.cmd_load",
     "matchcast.cmd_matches",
