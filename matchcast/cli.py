@@ -624,6 +624,7 @@ def watch(
         _fail("--exit-at-full-time needs --match MATCH_ID", 2)
     from consumers.terminal import TerminalView  # noqa: PLC0415
     from matchcast.app import run_watch  # noqa: PLC0415
+    from matchcast.replayers import follow_replayers  # noqa: PLC0415
 
     view = TerminalView()
 
@@ -635,6 +636,7 @@ def watch(
                     hint = tg.create_task(
                         say_when_absent(url, topics, match, lambda: bool(view.board.states), 5.0)
                     )
+                replayers = tg.create_task(follow_replayers(url, topics, view.replayer_status))
                 try:
                     return await run_watch(
                         url,
@@ -645,6 +647,7 @@ def watch(
                         until_finished={match} if exit_at_full_time else None,
                     )
                 finally:
+                    replayers.cancel()
                     if match != "+":
                         hint.cancel()
 

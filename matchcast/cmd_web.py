@@ -102,6 +102,7 @@ def web(
     async def _serve(broker_url: BrokerURL) -> None:
         from consumers import Runner  # noqa: PLC0415
         from matchcast.app import run_replay, run_watch  # noqa: PLC0415
+        from matchcast.replayers import follow_replayers  # noqa: PLC0415
         from matchcast.web import Hub, WebServer, bridge  # noqa: PLC0415
 
         hub = Hub(queue_size=queue_size)
@@ -111,6 +112,7 @@ def web(
             _err.print(f"Match page: {server.url}  (Ctrl-C to stop)", markup=False)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(run_watch(broker_url, [], runner=runner))
+                tg.create_task(follow_replayers(broker_url, topics, hub.replayer_status))
                 if matches:
                     await asyncio.wait_for(runner.subscribed.wait(), timeout=10)
                     await run_replay(matches, broker_url, options, replayer_id="web-demo")
