@@ -78,7 +78,7 @@ EXIT_CODES = (
     "Exit codes: 0 done; 1 a runtime failure (an unreachable broker); 2 bad input (arguments, "
     "match files); 3 a load test's --check or --verify-state failed, or nothing was delivered; "
     "130 interrupted. Ctrl-C is how watch, web, consume and broker end (exit 0); it interrupts "
-    "demo, replay and load (exit 130)."
+    "demo, replay and load (exit 130). clear exits 1 when its question is answered no."
 )
 
 app = typer.Typer(

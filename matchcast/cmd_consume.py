@@ -156,7 +156,12 @@ def consume(
         ),
     ] = MAX_MATCHES,
     exit_at_full_time: Annotated[
-        bool, typer.Option("--exit-at-full-time", help="Exit once the match (--match) is over.")
+        bool,
+        typer.Option(
+            "--exit-at-full-time",
+            help="Exit at the full time of the match (--match) in a run live when it joins or "
+            "starting after; a finished state retained by an earlier run does not count.",
+        ),
     ] = False,
     protocol: Annotated[
         str, typer.Option(help="MQTT protocol: auto (5, else 3.1.1), 5 or 3.1.1.")
