@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import sys
 
 import pytest
 
 from events import MessageProps, Topics, decode_event, decode_state
+from matchcast.mqtt import BrokerURL, MqttClient
 from simulator import Replayer, ReplayOptions, resolve_matches
 from tests._fakes import FakeClock, RecordingPublisher
 
@@ -119,3 +123,47 @@ async def test_a_replay_cancelled_before_its_first_event_publishes_nothing() -> 
     with pytest.raises(asyncio.CancelledError):
         await task
     assert pub.sent == []
+
+
+@pytest.mark.mosquitto
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+async def test_matchcast_replay_stopped_by_a_signal_leaves_a_stopped_state(
+    mosquitto_url: BrokerURL, topics: Topics, sig: signal.Signals
+) -> None:
+    """The issue's case, end to end: Ctrl-C (or SIGTERM) at a few minutes in; the retained
+    state a late joiner gets says ``stopped`` there, and the exit code is still 130."""
+    args = ["replay", "--speed", "60", "--broker", str(mosquitto_url), "--root", topics.root]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "matchcast",
+        *args,
+        "--log-format",
+        "json",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "MATCHCAST_BROKER": ""},
+    )
+    try:
+        assert proc.stderr is not None
+        async with asyncio.timeout(60):
+            async for line in proc.stderr:  # kick-off published: the replay is under way
+                if b'"event.published"' in line:
+                    break
+            async with MqttClient(mosquitto_url) as client:
+                await client.subscribe(topics.state(SEMIFINAL.match_id))
+                proc.send_signal(sig)
+                await proc.wait()
+                async for message in client.messages():
+                    state = decode_state(message.payload)
+                    if state.status != "live":
+                        break
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 130
+    assert state.status == "stopped"
+    assert state.last_seq > 1
+    assert state.clock is not None
+    assert state.clock.period == 1
