@@ -247,7 +247,9 @@ class Replayer:
         #: queue thousands of publishes behind one client and time out.
         self.window = asyncio.Semaphore(self.options.max_inflight)
 
-    async def run(self, match: Match | Recording, *, delay_s: float = 0.0) -> ReplayReport:
+    async def run(  # noqa: PLR0915 - one replay's steps in order; the stop is one more
+        self, match: Match | Recording, *, delay_s: float = 0.0
+    ) -> ReplayReport:
         """Replay ``match`` (a match file, or a recording) from ``options.start`` to the end,
         as a new run (:func:`new_run`; ``ReplayReport.run`` says which).
 
@@ -295,9 +297,41 @@ class Replayer:
         t0 = self.clock.now()
         wall0 = self.wall_now()
         report.final_state = state
+        index = begin
         run = _Run(self, events, states, offsets, base, t0, wall0, report, log)
         try:
-            await self._publish_resuming(run, begin, initial, states, state_topic, log)
+            while True:
+                try:
+                    await run.publish_from(index)
+                    break
+                except ExceptionGroup as group:
+                    lost, rest = group.split(BrokerError)
+                    if (
+                        rest is not None
+                        or lost is None
+                        or not isinstance(self.publisher, Reconnectable)
+                    ):
+                        raise
+                    reason = _first(lost)
+                log.warning("replay.connection_lost", reason=reason, last_seq=report.last_seq)
+                await self.publisher.reconnect()
+                report.reconnects += 1
+                index = max(begin, run.resume_index(opts.resend_window))
+                state = states[index - 1] if index else initial
+                # The broker may have lost its retained messages: say where we are first.
+                await self.publisher.publish(
+                    state_topic,
+                    encode_state(state),
+                    qos=opts.qos,
+                    retain=True,
+                    props=_state_props(state),
+                )
+                log.info(
+                    "replay.resumed",
+                    from_seq=index + 1,
+                    unacked_from_seq=run.first_unacked() + 1,
+                    score=state.scoreline,
+                )
         except asyncio.CancelledError:
             log.warning("replay.interrupted", last_seq=report.last_seq, published=report.published)
             await self._say_stopped(run, begin, initial, "interrupted", None, log)
@@ -316,50 +350,6 @@ class Replayer:
             score=state.scoreline,
         )
         return report
-
-    async def _publish_resuming(
-        self,
-        run: _Run,
-        begin: int,
-        initial: MatchState,
-        states: ReplayStates,
-        state_topic: str,
-        log: structlog.typing.FilteringBoundLogger,
-    ) -> None:
-        """Publish from ``begin`` to the end; after a lost connection, reconnect and resume."""
-        opts, report, index = self.options, run.report, begin
-        while True:
-            try:
-                await run.publish_from(index)
-                break
-            except ExceptionGroup as group:
-                lost, rest = group.split(BrokerError)
-                if (
-                    rest is not None
-                    or lost is None
-                    or not isinstance(self.publisher, Reconnectable)
-                ):
-                    raise
-                reason = _first(lost)
-            log.warning("replay.connection_lost", reason=reason, last_seq=report.last_seq)
-            await self.publisher.reconnect()
-            report.reconnects += 1
-            index = max(begin, run.resume_index(opts.resend_window))
-            state = states[index - 1] if index else initial
-            # The broker may have lost its retained messages: say where we are first.
-            await self.publisher.publish(
-                state_topic,
-                encode_state(state),
-                qos=opts.qos,
-                retain=True,
-                props=_state_props(state),
-            )
-            log.info(
-                "replay.resumed",
-                from_seq=index + 1,
-                unacked_from_seq=run.first_unacked() + 1,
-                score=state.scoreline,
-            )
 
     async def _say_stopped(
         self,
