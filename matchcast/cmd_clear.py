@@ -34,7 +34,18 @@ from matchcast.options import (
     VerboseOpt,
 )
 
-__all__ = ["register"]
+__all__ = ["HELP", "register"]
+
+#: The command's help: paragraphs after the first keep their line breaks, so each is one line.
+HELP = (
+    "Remove matchcast's retained topics (match states, offline replayer statuses, consumer "
+    "reports) under --root: lists them and asks first, unless --yes (without a terminal and "
+    "without --yes it only lists them, and exits 2).\n\n"
+    "A running replayer's online status is kept. On brokers that send no retained messages to "
+    "wildcard subscriptions (RabbitMQ 3.10), it clears only the topics it can name: the state "
+    "of --match, the statuses of the --replayer ids, and the states of the matches that those "
+    "retained replayer statuses list."
+)
 
 
 def clear(
@@ -48,20 +59,23 @@ def clear(
         str | None,
         typer.Option("--match", help="Only this match's state and consumer reports."),
     ] = None,
+    replayer: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--replayer",
+            metavar="ID",
+            help="Also read this replayer's status by name (repeatable; `replay --replayer-id`), "
+            "and clear the states of the matches it lists: for brokers whose wildcard "
+            "subscriptions get no retained messages.",
+        ),
+    ] = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Clear without asking (needed without a terminal).")
     ] = False,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
-    """Remove matchcast's retained topics (match states, offline replayer statuses, consumer
-    reports) under --root: lists them and asks first, unless --yes (without a terminal and
-    without --yes it only lists them, and exits 2).
-
-    A running replayer's online status is kept. On brokers that send no retained messages to
-    wildcard subscriptions (RabbitMQ 3.10), it clears only the topics it can name: the state
-    of --match, and the states of the matches that retained replayer statuses list.
-    """
+    """Remove matchcast's retained topics: see :data:`HELP`."""
     _setup_logs(log_format, verbose, quiet_default=True)
     from matchcast.mqtt import BrokerURL  # noqa: PLC0415
     from matchcast.retained import clear_retained, find_retained  # noqa: PLC0415
@@ -73,7 +87,11 @@ def clear(
     match_id = None if match is None else match_filter(match)
     if match_id == "+":
         match_id = None
-    found = _run(lambda: find_retained(url, topics, match_id=match_id))
+    named = tuple(replayer or ())
+    for rid in named:
+        if not rid or any(c in rid for c in "/+#"):
+            _fail(f"--replayer {rid!r} must be a replayer id, without / + #", 2)
+    found = _run(lambda: find_retained(url, topics, match_id=match_id, replayers=named))
     kept = [t for t in found if t.online]
     doomed = [t for t in found if not t.online]
     for item in found:
@@ -96,7 +114,7 @@ def clear(
 
 def register(app: typer.Typer) -> None:
     """Add the ``clear`` command to ``app``."""
-    app.command("clear")(clear)
+    app.command("clear", help=HELP)(clear)
 
 
 def _interactive() -> bool:

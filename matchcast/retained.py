@@ -6,8 +6,9 @@ state, every load run's states. :func:`find_retained` lists them; :func:`clear_r
 removes them (an empty retained payload deletes a retained message).
 
 Some brokers send no retained messages to a wildcard subscription (RabbitMQ 3.10). There,
-the topics found are those that can be named: the state of ``match_id``, and the states of
-the matches that the retained replayer statuses list (where the broker sends those).
+the topics found are those that can be named: the state of ``match_id``, the statuses of the
+replayers named (``replay --replayer-id``), and the states of the matches that the retained
+replayer statuses list.
 """
 
 from __future__ import annotations
@@ -120,6 +121,7 @@ async def find_retained(
     *,
     match_id: str | None = None,
     select: Callable[[str], bool] | None = None,
+    replayers: Sequence[str] = (),
 ) -> list[RetainedTopic]:
     """matchcast's retained topics on the broker at ``url`` under ``topics.root``.
 
@@ -129,6 +131,8 @@ async def find_retained(
         match_id: only this match's state and consumer reports, and the statuses of
             replayers that replayed only it.
         select: only the matches whose id it accepts (and no replayer status).
+        replayers: replayer ids whose status topics are read by name too (for brokers that
+            give wildcard subscriptions no retained messages).
     """
     ids = match_id or "+"
     found: dict[str, RetainedTopic] = {}
@@ -136,7 +140,7 @@ async def find_retained(
     async with MqttClient(url, client_id=client_id) as client:
         filters = [topics.state(ids), topics.consumer_state("+", ids)]
         if select is None:
-            filters.append(topics.status())
+            filters += [topics.status(), *(topics.status(r) for r in replayers)]
         await _collect(client, filters, topics, found)
         # A broker that gives wildcards no retained messages: name the listed matches' topics.
         listed = {m for item in found.values() for m in item.matches}

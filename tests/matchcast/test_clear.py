@@ -125,3 +125,43 @@ def test_clear_keeps_a_running_replayers_status(mosquitto: Mosquitto, root: str)
     assert f"keep   {topics.status('r1')}" in result.stdout
     assert "nothing to clear" in result.stdout
     assert [t.topic for t in _found(url, topics)] == [topics.status("r1")]
+
+
+class _NoRetainedOnWildcards(MqttClient):
+    """A client of a broker like RabbitMQ 3.10: wildcard subscriptions get no retained
+    messages; only a subscription that names the topic does."""
+
+    named: set[str]
+
+    async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
+        self.named = getattr(self, "named", set())
+        if "+" not in topic_filter and "#" not in topic_filter:
+            self.named.add(topic_filter)
+        await super().subscribe(topic_filter, qos=qos)
+
+    async def messages(self):  # type: ignore[no-untyped-def,override]
+        async for message in super().messages():
+            if message.retain and message.topic not in getattr(self, "named", set()):
+                continue
+            yield message
+
+
+def test_clear_on_a_broker_without_retained_wildcards_clears_what_the_statuses_name(
+    mosquitto: Mosquitto, root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
+
+    async def replay() -> None:
+        options = ReplayOptions(speed=None, topics=topics)
+        await run_replay([SEMI, OTHER], url, options, replayer_id="r-named")
+
+    asyncio.run(replay())
+    monkeypatch.setattr("matchcast.retained.MqttClient", _NoRetainedOnWildcards)
+    assert _found(url, topics) == []  # nothing can be named
+    result = run_cli(
+        "clear", "--broker", mosquitto.url, "--root", root, "--replayer", "r-named", "--yes"
+    )
+    assert result.code == 0, result.stderr
+    assert "cleared 3 retained topic(s)" in result.stdout  # the status and both states
+    monkeypatch.undo()
+    assert _found(url, topics) == []
