@@ -20,7 +20,8 @@ handler runs, compare the run first, then the seq; nothing ever rewinds the stat
   taken for lost: a gap;
 - a gap is reported, the events held are applied, and the state is replaced by the next
   snapshot of the run that covers them;
-- once the run's ``full_time`` is applied, no later event of that run is taken (``after_end``);
+- once the run's ``full_time`` (or ``replay_stopped``) is applied, no later event of that run
+  is taken (``after_end``);
 - a retained snapshot seeds the state of a match joined mid-way, so nothing is counted twice;
 - an event that arrives before any state of its match (a persistent session resuming: the
   broker sends what it queued before the retained snapshot) is held until the snapshot
@@ -42,7 +43,15 @@ from dataclasses import dataclass, field
 import structlog
 
 from consumers._score import with_score_dict
-from events import Event, FullTime, MatchState, SequenceCheck, apply, check_sequence
+from events import (
+    Event,
+    FullTime,
+    MatchState,
+    ReplayStopped,
+    SequenceCheck,
+    apply,
+    check_sequence,
+)
 
 __all__ = ["HOLD_LIMIT", "REORDER_WINDOW", "Delivery", "RunnerStats", "Sequencer"]
 
@@ -52,6 +61,10 @@ _log = structlog.get_logger("matchcast.consumer")
 HOLD_LIMIT = 32
 #: Events held past a missing seq, by default, before it is taken for lost (a gap).
 REORDER_WINDOW = 16
+
+#: The events that end a run, and the statuses of a state whose run is over.
+_ENDS = (FullTime, ReplayStopped)
+_ENDED = ("finished", "stopped")
 
 #: ``(event, state after it)`` for event handlers; ``(None, state)`` for ``on_state``.
 Delivery = tuple[Event | None, MatchState]
@@ -158,7 +171,7 @@ class Sequencer:
                 return []
             held, self.held = self.held, []
             self.state = snapshot
-            self._ended_if(snapshot.status == "finished")
+            self._ended_if(snapshot.status in _ENDED)
             out: list[Delivery]
             if held and held[0].seq == snapshot.last_seq:
                 # The state published right after the first event we hold: resume with both.
@@ -177,7 +190,7 @@ class Sequencer:
             out = self._release_early()  # it says all we wait for: the missing ones are lost
         if self.resync_from is not None and snapshot.last_seq >= self.resync_from:
             self.state = snapshot
-            self._ended_if(snapshot.status == "finished")
+            self._ended_if(snapshot.status in _ENDED)
             self.resync_from = None
             self.stats.resyncs += 1
             log.info("state.synchronised", reason="gap", score=snapshot.scoreline)
@@ -357,7 +370,7 @@ class Sequencer:
             self.state = state = with_score_dict(apply(state, event))
             if self.last_emitted is None or event.emitted_at > self.last_emitted:
                 self.last_emitted = event.emitted_at
-            if type(event) is FullTime:
+            if type(event) in _ENDS:
                 self._ended_if(True)
             if self.early:  # it was missing: the events held behind it follow
                 return self._drain([(event, state)])
@@ -404,6 +417,6 @@ class Sequencer:
         self.state = state = with_score_dict(apply(state, event))
         if self.last_emitted is None or event.emitted_at > self.last_emitted:
             self.last_emitted = event.emitted_at
-        if type(event) is FullTime:
+        if type(event) in _ENDS:
             self._ended_if(True)
         return [(event, state)]

@@ -18,6 +18,7 @@ from events import (
     Period,
     PeriodEnd,
     Possession,
+    ReplayStopped,
     ShootoutKick,
     Substitution,
 )
@@ -69,6 +70,9 @@ def commentary(event: Event, state: MatchState) -> str | None:
             return f"{'PEN':<7}{event.taker} ({event.team}) {result}  {pens}"
         case FullTime():
             return f"{c:<7}FULL TIME  {state.scoreline}"
+        case ReplayStopped():
+            why = "interrupted" if event.reason == "interrupted" else "replayer error"
+            return f"{c:<7}REPLAY STOPPED ({why})  {state.scoreline}: not a final score"
     return None  # pragma: no cover
 
 

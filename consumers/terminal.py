@@ -37,6 +37,8 @@ class TerminalView:
         #: The stretch of play each match's possession shares cover (``55'-86'``), from its
         #: possession event; unknown to a view that joined from a snapshot after it.
         self._possession_span: dict[str, str] = {}
+        #: Matches whose replayer is offline (stopped, or died: its last will said so).
+        self._offline: set[str] = set()
         self.subscriber = Subscriber("terminal")
         self.subscriber.on()(self._on_event)
         self.subscriber.on_state(self._on_state)
@@ -62,6 +64,7 @@ class TerminalView:
 
     def _on_event(self, event: Event, state: MatchState) -> None:
         self.board.states[state.match_id] = state
+        self._offline.discard(state.match_id)  # events again: a replayer runs it
         if isinstance(event, Possession):
             end = event.clock.label
             span = f"{event.since.label}-{end}" if event.since else f"to {end}"
@@ -82,6 +85,21 @@ class TerminalView:
             self.console.print(line, highlight=False, markup=False)
         self._refresh()
 
+    def replayer_status(self, match_id: str, status: str) -> None:
+        """The replayer of ``match_id`` is ``online`` or ``offline`` (its status topic)."""
+        was = match_id in self._offline
+        if status == "offline":
+            self._offline.add(match_id)
+        else:
+            self._offline.discard(match_id)
+        state = self.board.states.get(match_id)
+        if was != (status == "offline") and state is not None and state.status in _RUNNING:
+            line = f"{'':<7}REPLAYER {status.upper()}  {match_id}"
+            self._ticker.append(line)
+            if not self.interactive:
+                self.console.print(line, highlight=False, markup=False)
+        self._refresh()
+
     def _refresh(self) -> None:
         if self._live is not None:
             self._live.update(self._render())
@@ -89,14 +107,30 @@ class TerminalView:
     def _render(self) -> RenderableType:
         boards: list[RenderableType] = []
         for state in self.board.states.values():
-            boards.append(_board(state, self._possession_span.get(state.match_id)))
+            offline = state.match_id in self._offline and state.status in _RUNNING
+            boards.append(_board(state, self._possession_span.get(state.match_id), offline))
         if not boards:
             boards.append(Text("waiting for a match...", style="dim"))
         ticker = Text("\n".join(self._ticker) or "-", no_wrap=True)
         return Group(*boards, Panel(ticker, title="ticker", border_style="dim"))
 
 
-def _board(state: MatchState, possession_span: str | None = None) -> Panel:
+#: Statuses of a match still under way, which an offline replayer leaves hanging.
+_RUNNING = ("scheduled", "live", "half_time", "break")
+
+
+def _about(state: MatchState) -> str | None:
+    """``FIFA World Cup 2026 · Semi-final · Mercedes-Benz Stadium, Atlanta · 2026-07-15 15:00``."""
+    info = state.info
+    if info is None:
+        return None
+    where = ", ".join(p for p in (info.venue, info.city) if p)
+    when = info.kickoff.strftime("%Y-%m-%d %H:%M") if info.kickoff else info.date
+    parts = [info.competition, info.stage, where, str(when) if when else None]
+    return " · ".join(p for p in parts if p) or None
+
+
+def _board(state: MatchState, possession_span: str | None = None, offline: bool = False) -> Panel:
     home = printable(state.home.name) if state.home else "?"
     away = printable(state.away.name) if state.away else "?"
     hc = state.home.code if state.home else ""
@@ -120,7 +154,18 @@ def _board(state: MatchState, possession_span: str | None = None) -> Panel:
         Text(state.display_clock, style="bold"),
         Text(scorers_away, style="dim"),
     )
-    body: list[RenderableType] = [table]
+    body: list[RenderableType] = []
+    about = _about(state)
+    if about is not None:
+        body.append(Text(about, style="dim", justify="center"))
+    body.append(table)
+    if state.status == "stopped":
+        at = f" at {state.clock.period.short} {state.clock.label}" if state.clock else ""
+        body.append(Text(f"replay stopped{at}: not a final score", style="bold", justify="center"))
+    elif offline:
+        body.append(
+            Text("replayer offline: no more events coming", style="bold red", justify="center")
+        )
     if state.shootout:
         ph, pa = state.shootout.get(hc, 0), state.shootout.get(ac, 0)
         teams = [t for t in (state.home, state.away) if t and t.code == state.winner]

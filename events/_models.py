@@ -7,6 +7,7 @@ clock, and the wall time it was emitted.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
@@ -26,8 +27,10 @@ __all__ = [
     "GoalMethod",
     "KickOff",
     "MatchId",
+    "MatchInfo",
     "PeriodEnd",
     "Possession",
+    "ReplayStopped",
     "RunId",
     "Score",
     "ShootoutKick",
@@ -50,7 +53,7 @@ RunId = Annotated[
 ]
 
 #: Version of the wire schema, ``MAJOR.MINOR``. See docs/wire-format.md for the rule.
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 MatchId = Annotated[
     str,
@@ -80,6 +83,20 @@ class TeamRef(_Frozen):
     name: str = Field(min_length=1)
 
 
+class MatchInfo(_Frozen):
+    """What the match file says about the match: competition, stage, venue, kickoff (1.2)."""
+
+    competition: str | None = Field(default=None, description="FIFA World Cup 2026")
+    stage: str | None = Field(default=None, description="Semi-final, Group B, ...")
+    venue: str | None = Field(default=None, description="Stadium: Mercedes-Benz Stadium")
+    city: str | None = Field(default=None, description="The venue's city: Atlanta")
+    date: dt.date | None = Field(default=None, description="Kickoff date, local to the venue")
+    kickoff: AwareDatetime | None = Field(
+        default=None,
+        description="Kickoff, with the venue's UTC offset where known; absent when the time is",
+    )
+
+
 class BaseEvent(_Frozen):
     """The envelope every event carries."""
 
@@ -105,6 +122,9 @@ class KickOff(BaseEvent):
     type: Literal["kick_off"] = "kick_off"
     home: TeamRef
     away: TeamRef
+    info: MatchInfo | None = Field(
+        default=None, description="Competition, stage, venue, kickoff, where known (1.2)"
+    )
 
 
 class ClockTick(BaseEvent):
@@ -187,6 +207,17 @@ class FullTime(BaseEvent):
     winner: TeamCode | None = Field(default=None, description="None for a draw")
 
 
+class ReplayStopped(BaseEvent):
+    """The replay stopped before full time (interrupted, or ended by an error); the clock is
+    where it stopped. No event of its run follows (1.2)."""
+
+    type: Literal["replay_stopped"] = "replay_stopped"
+    reason: Literal["interrupted", "error"] = Field(
+        description="interrupted: Ctrl-C or SIGTERM; error: the replayer failed"
+    )
+    detail: str | None = Field(default=None, description="What failed, for a person")
+
+
 Event = Annotated[
     KickOff
     | ClockTick
@@ -197,7 +228,8 @@ Event = Annotated[
     | Card
     | Substitution
     | ShootoutKick
-    | FullTime,
+    | FullTime
+    | ReplayStopped,
     Field(discriminator="type"),
 ]
 

@@ -25,8 +25,10 @@ from events._models import (
     GoalMethod,
     KickOff,
     MatchId,
+    MatchInfo,
     PeriodEnd,
     Possession,
+    ReplayStopped,
     RunId,
     Score,
     ShootoutKick,
@@ -46,7 +48,8 @@ __all__ = [
     "replay_state",
 ]
 
-MatchStatus = Literal["scheduled", "live", "half_time", "break", "finished"]
+#: ``stopped`` (1.2): the replay stopped before full time (a ``replay_stopped`` event).
+MatchStatus = Literal["scheduled", "live", "half_time", "break", "finished", "stopped"]
 
 
 class _Frozen(BaseModel):
@@ -96,6 +99,9 @@ class MatchState(_Frozen):
     possession: dict[TeamCode, float] | None = None
     shootout: Score | None = None
     winner: TeamCode | None = None
+    info: MatchInfo | None = Field(
+        default=None, description="Competition, stage, venue, kickoff, from kick_off (1.2)"
+    )
 
     @classmethod
     def new(
@@ -105,10 +111,11 @@ class MatchState(_Frozen):
         away: TeamRef | None = None,
         *,
         run: int = 0,
+        info: MatchInfo | None = None,
     ) -> MatchState:
         """The state before the first event of run ``run``, 0-0 when the teams are known."""
         score = {home.code: 0, away.code: 0} if home and away else {}
-        return cls(match_id=match_id, run=run, home=home, away=away, score=score)
+        return cls(match_id=match_id, run=run, home=home, away=away, score=score, info=info)
 
     @property
     def scoreline(self) -> str:
@@ -127,6 +134,8 @@ class MatchState(_Frozen):
         """The clock as a scoreboard shows it: ``1H 23'``, ``HT``, ``2H 90+2'``, ``FT``."""
         if self.status == "finished":
             return "FT"
+        if self.status == "stopped":
+            return "STOPPED"
         if self.status == "half_time":
             return "HT"
         if self.status == "scheduled" or self.clock is None:
@@ -207,6 +216,7 @@ def apply(state: MatchState, event: Event) -> MatchState:
                     "score": score,
                     "status": "live",
                     "period": event.clock.period,
+                    "info": event.info or state.info,
                 },
             )
         case ClockTick():
@@ -256,6 +266,8 @@ def apply(state: MatchState, event: Event) -> MatchState:
                     "winner": event.winner,
                 },
             )
+        case ReplayStopped():
+            return evolve(state, {**base, "status": "stopped"})
         case _:  # pragma: no cover - the type checker proves this unreachable
             assert_never(event)
 

@@ -19,7 +19,6 @@ from events import (
     CONTENT_TYPE,
     BrokerError,
     ConnectionLostError,
-    FullTime,
     MatchState,
     MessageProps,
     Topics,
@@ -171,6 +170,10 @@ async def run_watch(
     """Run subscribers against the broker until stopped, or until every match named in
     ``until_finished`` has reached full time. Returns the final states.
 
+    Full time counts for a run seen live: one live when the watch joined, or one that started
+    after. A finished state retained by a run that ended before (the first state seen of its
+    run) ends nothing, nor does a run that stops (``replay_stopped``): it waits for the next.
+
     Pass ``runner`` to watch its ``subscribed`` event or call its ``stop()`` from outside.
     ``clean_start=False`` with a fixed ``client_id`` (and, on MQTT 5, a ``session_expiry``
     in seconds) resumes the broker session: what was published while away is delivered.
@@ -185,15 +188,21 @@ async def run_watch(
     subs = list(subscribers)
     if remaining:
         finisher = Subscriber("until-finished")
+        # The runs seen before their end, per match: a state that arrives already finished
+        # (retained by a run that ended before we joined) ends nothing.
+        live_runs: set[tuple[str, int]] = set()
 
         def _check(state: MatchState) -> None:
-            if state.status == "finished":
+            key = (state.match_id, state.run)
+            if state.status not in ("finished", "stopped"):
+                live_runs.add(key)
+            elif state.status == "finished" and key in live_runs:
                 remaining.discard(state.match_id)
                 if not remaining:
                     assert runner is not None
                     runner.stop()
 
-        finisher.on(FullTime)(lambda _event, state: _check(state))
+        finisher.on()(lambda _event, state: _check(state))
         finisher.on_state(_check)
         subs.append(finisher)
     if runner is None:

@@ -84,7 +84,7 @@ EXIT_CODES = (
     "Exit codes: 0 done; 1 a runtime failure (an unreachable broker); 2 bad input (arguments, "
     "match files); 3 a load test's --check or --verify-state failed, or nothing was delivered; "
     "130 interrupted. Ctrl-C is how watch, web, consume and broker end (exit 0); it interrupts "
-    "demo, replay and load (exit 130)."
+    "demo, replay and load (exit 130). clear exits 1 when its question is answered no."
 )
 
 app = typer.Typer(
@@ -628,7 +628,13 @@ def watch(
     root: RootOpt = "matchcast",
     qos: QosOpt = 1,
     exit_at_full_time: Annotated[
-        bool, typer.Option("--exit-at-full-time", help="Exit once the match (--match) is over.")
+        bool,
+        typer.Option(
+            "--exit-at-full-time",
+            help="Exit at the full time of the match (--match) in a run that is live when the "
+            "watch joins or starts after; a finished state retained by an earlier run, or a "
+            "replay stopped before full time, does not end it.",
+        ),
     ] = False,
     protocol: ProtocolOpt = "auto",
     client: Annotated[ClientKind, typer.Option("--client", help=CLIENT_HELP)] = ClientKind.aiomqtt,
@@ -647,6 +653,7 @@ def watch(
         _fail("--exit-at-full-time needs --match MATCH_ID", 2)
     from consumers.terminal import TerminalView  # noqa: PLC0415
     from matchcast.app import run_watch  # noqa: PLC0415
+    from matchcast.replayers import follow_replayers  # noqa: PLC0415
 
     view = TerminalView()
 
@@ -658,6 +665,7 @@ def watch(
                     hint = tg.create_task(
                         say_when_absent(url, topics, match, lambda: bool(view.board.states), 5.0)
                     )
+                replayers = tg.create_task(follow_replayers(url, topics, view.replayer_status))
                 try:
                     return await run_watch(
                         url,
@@ -670,6 +678,7 @@ def watch(
                         until_finished={match} if exit_at_full_time else None,
                     )
                 finally:
+                    replayers.cancel()
                     if match != "+":
                         hint.cancel()
 
@@ -760,6 +769,7 @@ EXAMPLES: dict[str, str] = {
     "simulate": "matchcast simulate --home BRA --away GER --seed 7 --knockout -o bra-ger.yaml",
     "import": "matchcast import openfootball worldcup.json --match final -o final.yaml",
     "web": "matchcast web --broker mqtt://127.0.0.1:1883 --port 8000",
+    "clear": "matchcast clear --broker mqtt://127.0.0.1:1883 --match wc2026-sf-arg-eng --yes",
 }
 
 
@@ -809,6 +819,7 @@ def main() -> None:
 #: ``KeyFileOpt`` and ``TlsInsecureOpt`` and gets its URL from ``_connection_options``.
 COMMAND_MODULES: tuple[str, ...] = (
     "matchcast.cmd_asyncapi",
+    "matchcast.cmd_clear",
     "matchcast.cmd_consume",
     "matchcast.cmd_load",
     "matchcast.cmd_matches",

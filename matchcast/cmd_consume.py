@@ -168,7 +168,12 @@ def consume(
         typer.Option(min=0, help="Seconds they wait for it, at most (default 0.5)."),
     ] = None,
     exit_at_full_time: Annotated[
-        bool, typer.Option("--exit-at-full-time", help="Exit once the match (--match) is over.")
+        bool,
+        typer.Option(
+            "--exit-at-full-time",
+            help="Exit at the full time of the match (--match) in a run live when it joins or "
+            "starting after; a finished state retained by an earlier run does not count.",
+        ),
     ] = False,
     protocol: ProtocolOpt = "auto",
     client: Annotated[ClientKind, typer.Option("--client", help=CLIENT_HELP)] = ClientKind.fast,

@@ -258,6 +258,14 @@ def load(
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Live view (on a terminal).")
     ] = True,
+    keep: Annotated[
+        bool,
+        typer.Option(
+            "--keep",
+            help="Leave this run's retained states and consumer reports on the broker (by "
+            "default they are cleared at the end; --shard runs always keep them).",
+        ),
+    ] = False,
     chaos: ChaosOpt = None,
     seed: SeedOpt = 0,
     chaos_log: ChaosLogOpt = None,
@@ -391,7 +399,7 @@ def load(
                 *("--publishers", str(publishers), "--max-inflight", str(max_inflight)),
                 *("--overrun-ms", str(overrun_ms), "--drain-idle", str(drain_idle)),
                 *("--client", client.value, "--root", topics.root, "--tag", run_tag),
-                *("--verify-timeout", str(verify_timeout), "--no-progress"),
+                *("--verify-timeout", str(verify_timeout), "--no-progress", "--keep"),
                 *(("--rate", str(rate)) if rate is not None else ()),
                 *(("--duration", str(duration)) if duration is not None else ()),
                 *(("--shared-group", shared_group) if shared_group else ()),
@@ -411,9 +419,33 @@ def load(
             result = _run_here(run, parameters, console, progress, streams=the_shard is not None)
             _write_ground_truth(run, chaos_spec, seed, chaos_log, truth)
             result["nodes"] = nodes.figures()
+        # A spawned broker goes with its states; shards and workers: the one that merges.
+        _clear_own(
+            nodes.urls, topics, run_tag, console, keep=keep or bool(spawned_url or the_shard)
+        )
     _output(result, report, csv_path, chart, checks)
     if result.get("interrupted"):
         raise cli._Exit(130)
+
+
+def _clear_own(url: Any, topics: Any, tag: str, console: Any, *, keep: bool) -> None:
+    """Remove the retained states (and consumer reports) of this run's matches, whose ids
+    hold ``-{tag}-``, so runs do not pile them up on the broker; a failure only warns."""
+    if keep:
+        return
+    from matchcast import cli  # noqa: PLC0415
+    from matchcast.retained import clear_retained, find_retained  # noqa: PLC0415
+
+    async def go() -> int:
+        own = await find_retained(url, topics, select=lambda match_id: f"-{tag}-" in match_id)
+        return await clear_retained(url, own)
+
+    try:
+        cleared = cli._run(go)
+    except cli._Exit:
+        console.print("could not clear this run's retained topics: `matchcast clear` does")
+        return
+    console.print(f"cleared {cleared} retained topic(s) of this run (--keep leaves them)")
 
 
 def _run_here(

@@ -118,6 +118,7 @@ def web(
     async def _serve(broker_url: tuple[BrokerURL, ...]) -> None:
         from consumers import Runner  # noqa: PLC0415
         from matchcast.app import run_replay, run_watch  # noqa: PLC0415
+        from matchcast.replayers import follow_replayers  # noqa: PLC0415
         from matchcast.web import Hub, WebServer, bridge  # noqa: PLC0415
 
         hub = Hub(queue_size=queue_size)
@@ -131,6 +132,7 @@ def web(
                         broker_url, [], runner=runner, protocol=checked_protocol, client=client
                     )
                 )
+                tg.create_task(follow_replayers(broker_url, topics, hub.replayer_status))
                 if matches:
                     await asyncio.wait_for(runner.subscribed.wait(), timeout=10)
                     await run_replay(

@@ -208,7 +208,24 @@ def _versioning() -> list[str]:
         "message of an older run than the one it applied is stale and dropped, one of a "
         "newer run starts the match again (from its snapshot);",
         "- `seq`: 1, 2, 3, ... within a run. Within a run a consumer applies each seq once "
-        "and never goes back; after the run's `full_time` it takes no further event of it.",
+        "and never goes back; after the run's `full_time` (or `replay_stopped`) it takes no "
+        "further event of it.",
+        "",
+        "Added in 1.2:",
+        "",
+        "- `replay_stopped`: a replay that stops before full time (Ctrl-C, SIGTERM, or an "
+        "error) says so with an event of its own, the last of its run; the state after it "
+        "has `status` `stopped`, so the retained state no longer says `live` forever. A "
+        "replayer that dies without a word (SIGKILL, a lost connection) says nothing here: its "
+        "last will sets its status topic `offline`, and the views show its matches as such;",
+        "- `info` on `kick_off` and on the state snapshot: competition, stage, venue, city, "
+        "date and kickoff as the match file has them, so a late joiner knows what it is "
+        "watching.",
+        "",
+        "A 1.1 reader skips `replay_stopped` (counted in `unknown_skipped`, not dead-lettered) "
+        "and ignores `info`. It rejects a snapshot whose `status` is `stopped` (an enum value "
+        "it does not know: `message.rejected`, dead-lettered) and keeps the state it had; "
+        "upgrade readers to 1.2 to show a stopped match as stopped.",
         "",
         f"**Minor ({major}.{minor} → {major}.{minor + 1}): additive.** Every payload valid "
         "in the old version is valid, and means the same, in the new one:",

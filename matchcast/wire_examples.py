@@ -3,8 +3,9 @@
 Real events where the bundled semi-final has one: the first event of each type in the stream
 ``simulator.expand`` makes of it, with the timestamps a live replay would add (``scheduled_at``
 the nominal time, ``emitted_at`` a few milliseconds later), so every run gives the same bytes.
-The semi-final has no card, substitution, disallowed goal or shoot-out: those four come from a
-made-up match (:data:`CONSTRUCTED_MATCH_ID`), built through the models so they are validated.
+The semi-final has no card, substitution, disallowed goal, shoot-out or stopped replay: those
+come from a made-up match (:data:`CONSTRUCTED_MATCH_ID`), built through the models so they are
+validated.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from events import (
     MatchClock,
     MatchState,
     Period,
+    ReplayStopped,
     ShootoutKick,
     Substitution,
     replay_state,
@@ -107,6 +109,11 @@ def _constructed() -> list[Event]:
             taker="Jonas Berg",
             scored=True,
             shootout={"RED": 2, "BLU": 3},
+        ),
+        # An earlier run of the same match, stopped by Ctrl-C in the second half.
+        ReplayStopped(
+            **{**common(64, MatchClock.at(52), 51.7), "run": _CONSTRUCTED_RUN - 3_600_000},
+            reason="interrupted",
         ),
     ]
 

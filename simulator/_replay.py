@@ -28,7 +28,7 @@ import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 import structlog
 
@@ -41,7 +41,9 @@ from events import (
     MessageProps,
     Publisher,
     Reconnectable,
+    ReplayStopped,
     Topics,
+    apply,
     encode_event,
     encode_state,
 )
@@ -68,6 +70,9 @@ _log = structlog.get_logger("matchcast.replay")
 #: Seconds of recent events re-sent after a reconnect by default: mosquitto's default
 #: ``autosave_interval`` (1800 s), plus a minute of margin.
 RESEND_WINDOW_S = 1860.0
+
+#: Seconds a stopping replay waits for the broker to take its ``replay_stopped`` and state.
+STOP_TIMEOUT_S = 2.0
 
 _last_run = 0
 
@@ -295,6 +300,10 @@ class Replayer:
             await self._publish_resuming(run, begin, initial)
         except asyncio.CancelledError:
             log.warning("replay.interrupted", last_seq=report.last_seq, published=report.published)
+            await self._say_stopped(run, begin, initial, "interrupted", None, log)
+            raise
+        except Exception as err:
+            await self._say_stopped(run, begin, initial, "error", _reason(err), log)
             raise
         report.duration_s = self.clock.now() - t0
         state = report.final_state
@@ -347,6 +356,59 @@ class Replayer:
             # one the broker holds, sent first, would set its retained state back: only with
             # nothing left to send is the broker told where we are.
             resume = None if index < len(events) else (states[index - 1] if index else initial)
+
+    async def _say_stopped(
+        self,
+        run: _Run,
+        begin: int,
+        initial: MatchState,
+        reason: Literal["interrupted", "error"],
+        detail: str | None,
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> None:
+        """Publish ``replay_stopped`` and the ``stopped`` state after it, so the retained state
+        does not say ``live`` forever. Best effort, within :data:`STOP_TIMEOUT_S`: on a dead
+        connection nothing is said, and the replayer's last will says it is offline.
+
+        Said only when the run published something (a state or an event) to stop."""
+        sent = max(run.next_index, run.high_water)  # handed to the broker (some in flight)
+        if sent > begin:
+            state = run.states[sent - 1]
+        else:  # no event yet: the state a start mid-match published first, if any
+            state = run.states[begin - 1] if begin else initial
+        if state.last_seq == 0 or state.clock is None or state.status == "finished":
+            return
+        opts = self.options
+        event = ReplayStopped(
+            match_id=state.match_id,
+            run=run.report.run,
+            seq=state.last_seq + 1,
+            clock=state.clock,
+            emitted_at=self.wall_now(),
+            reason=reason,
+            detail=detail,
+        )
+        stopped = apply(state, event)
+        try:
+            async with asyncio.timeout(STOP_TIMEOUT_S):
+                await self.publisher.publish(
+                    opts.topics.events(state.match_id),
+                    encode_event(event),
+                    qos=opts.qos,
+                    props=_event_props(opts, event),
+                )
+                await self.publisher.publish(
+                    opts.topics.state(state.match_id),
+                    encode_state(stopped),
+                    qos=opts.qos,
+                    retain=True,
+                    props=_state_props(stopped),
+                )
+        except (TimeoutError, BrokerError, OSError) as err:
+            log.warning("replay_stopped.not_published", reason=str(err) or type(err).__name__)
+            return
+        run.report.final_state = stopped
+        log.info("replay.stopped", reason=reason, seq=event.seq, clock=event.clock.label)
 
 
 class _Run:
@@ -673,6 +735,13 @@ def _reconnectable(err: BrokerError, publisher: Publisher) -> str:
     if not isinstance(publisher, Reconnectable):
         raise err
     return err.reason
+
+
+def _reason(err: BaseException) -> str:
+    """One line for ``replay_stopped.detail``: the first error of a group, bounded."""
+    while isinstance(err, BaseExceptionGroup):
+        err = err.exceptions[0]
+    return f"{type(err).__name__}: {err}"[:200]
 
 
 def _first(group: BaseExceptionGroup[BrokerError]) -> str:

@@ -22,6 +22,7 @@ from events import (
     GoalDisallowed,
     KickOff,
     MatchClock,
+    MatchInfo,
     MatchState,
     Period,
     PeriodEnd,
@@ -66,6 +67,27 @@ def _kickoff_at(match: Match) -> dt.datetime:
     return match.kickoff.utc()
 
 
+def match_info(match: Match) -> MatchInfo:
+    """What the match file says about the match, as kick_off and the state carry it."""
+    kickoff = match.kickoff
+    local = None
+    if kickoff.time is not None:  # the venue's local time, with its UTC offset (UTC if unknown)
+        offset = dt.timedelta(0)
+        if kickoff.utc_offset is not None:
+            sign = -1 if kickoff.utc_offset[0] == "-" else 1
+            hours, minutes = int(kickoff.utc_offset[1:3]), int(kickoff.utc_offset[4:6])
+            offset = sign * dt.timedelta(hours=hours, minutes=minutes)
+        local = dt.datetime.combine(kickoff.date, kickoff.time, dt.timezone(offset))
+    return MatchInfo(
+        competition=match.competition.name,
+        stage=match.competition.stage,
+        venue=match.venue.name if match.venue else None,
+        city=match.venue.city if match.venue else None,
+        date=kickoff.date,
+        kickoff=local,
+    )
+
+
 def _minute_index(period: Period, clock: MatchClock) -> int:
     first, last = PERIOD_BOUNDS[period]
     return (last - first + 1) + clock.added - 1 if clock.added else clock.minute - first
@@ -79,6 +101,7 @@ def expand(match: Match) -> list[Scheduled]:
 def _generate(match: Match) -> Iterator[Scheduled]:
     kickoff_wall = _kickoff_at(match)
     home, away = match.home.ref(), match.away.ref()
+    info = match_info(match)
     score = {home.code: 0, away.code: 0}
     goals_by_id: dict[str, GoalIncident] = {}
     seq = 0
@@ -106,7 +129,9 @@ def _generate(match: Match) -> Iterator[Scheduled]:
         yield Scheduled(
             start,
             breaks,
-            KickOff(**common(MatchClock.at(first, 0, period), start), home=home, away=away),
+            KickOff(
+                **common(MatchClock.at(first, 0, period), start), home=home, away=away, info=info
+            ),
         )
         minutes = [MatchClock.at(m, 0, period) for m in range(first, last + 1)]
         minutes += [MatchClock.at(last, a, period) for a in range(1, spec.added_minutes + 1)]
@@ -200,7 +225,9 @@ def _incident_event(
 
 def state_before(match: Match, stream: list[Scheduled], index: int) -> MatchState:
     """The state after every event before ``stream[index]``: what a mid-match start publishes."""
-    state = MatchState.new(match.match_id, match.home.ref(), match.away.ref())
+    state = MatchState.new(
+        match.match_id, match.home.ref(), match.away.ref(), info=match_info(match)
+    )
     for item in stream[:index]:
         state = apply(state, item.event)
     return state

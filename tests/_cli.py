@@ -20,7 +20,7 @@ class CliResult:
     stderr: str
 
 
-def run_cli(*args: str) -> CliResult:
+def run_cli(*args: str, input: str | None = None) -> CliResult:  # noqa: A002 - click's name
     """``matchcast ARGS...``: exit code, standard output, standard error.
 
     Commands configure logging onto the runner's captured stream, which is closed afterwards;
@@ -31,7 +31,7 @@ def run_cli(*args: str) -> CliResult:
     handlers, level = root.handlers[:], root.level
     levels = {name: logging.getLogger(name).level for name in _QUIETED}
     try:
-        result = CliRunner().invoke(app, list(args))
+        result = CliRunner().invoke(app, list(args), input=input)
     finally:
         structlog.configure(**config)
         root.handlers[:] = handlers

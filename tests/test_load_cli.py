@@ -3,6 +3,7 @@ delivered nothing, Ctrl-C that keeps what was measured, and --chart checked up f
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -14,8 +15,11 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from events import Topics
 from matchcast.cmd_load import _failures
 from matchcast.load import CheckError, evaluate_checks, parse_check, render_table
+from matchcast.mqtt import BrokerURL
+from matchcast.retained import find_retained
 from matchcast.testing import Mosquitto
 
 N = 106  # events of one semi-final
@@ -281,3 +285,26 @@ def test_a_merged_report_describes_the_shards_run() -> None:
     merged = {"merged_from": [shard, shard], "matches": 4, "subscribers": 2, "qos": 1}
     text = _describe_run(merged, {"send_seconds": 3.5})
     assert text == "3.5 s sending; speed max, 1 publisher(s), client fast; 2 shards merged"
+
+
+@pytest.mark.mosquitto
+def test_load_clears_its_retained_states_at_the_end_unless_keep(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    """Four runs left 110 retained states behind; now each clears its own (not others')."""
+    url, topics = BrokerURL.parse(mosquitto.url), Topics(f"mct-{tmp_path.name}")
+
+    def states() -> list[str]:
+        found = asyncio.run(find_retained(url, topics))
+        return sorted(t.match_id or "" for t in found if t.kind == "state")
+
+    kept = _load("--broker", mosquitto.url, "--matches", "2", "--root", topics.root,
+                 "--tag", "keep", "--keep")  # fmt: skip
+    assert kept.returncode == 0, kept.stderr
+    assert len(states()) == 2
+    cleared = _load("--broker", mosquitto.url, "--matches", "3", "--root", topics.root,
+                    "--tag", "gone")  # fmt: skip
+    assert cleared.returncode == 0, cleared.stderr
+    assert "cleared 3 retained topic(s) of this run" in cleared.stderr
+    assert all("-keep-" in m for m in states())
+    assert len(states()) == 2

@@ -257,3 +257,28 @@ def test_a_reader_one_minor_ahead_reads_this_versions_payloads(
     monkeypatch.setattr(events._codec, "_MINOR", MINOR + 1)
     for path in sorted((REPO / FIXTURE_DIR / SCHEMA_VERSION).glob("*.json")):
         assert _decode(path).schema_version == SCHEMA_VERSION
+
+
+def test_a_reader_one_minor_behind_skips_this_versions_new_event_types(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Simulates the previous minor's build: an event type new in this version is skipped
+    (UnknownEventTypeError, which a consumer counts), the others decode leniently."""
+    previous = REPO / FIXTURE_DIR / f"{MAJOR}.{MINOR - 1}"
+    if MINOR == 0 or not previous.is_dir():
+        pytest.skip("no earlier minor of this major")
+    old_types = {p.stem for p in previous.glob("*.json")} - {"state"}
+    monkeypatch.setattr(events._codec, "SCHEMA_VERSION", f"{MAJOR}.{MINOR - 1}")
+    monkeypatch.setattr(events._codec, "_MINOR", MINOR - 1)
+    monkeypatch.setattr(
+        events._codec, "_STRICT_VERSIONS", frozenset(f"{MAJOR}.{m}" for m in range(MINOR))
+    )
+    monkeypatch.setattr(events._codec, "_KNOWN_TYPES", events._codec._KNOWN_TYPES & old_types)
+    new_types = set(EVENT_TYPES) - old_types
+    for path in sorted((REPO / FIXTURE_DIR / SCHEMA_VERSION).glob("*.json")):
+        if path.stem in new_types:
+            with pytest.raises(UnknownEventTypeError) as caught:
+                decode_event(path.read_bytes())
+            assert caught.value.event_type == path.stem
+        else:
+            assert _decode(path).schema_version == SCHEMA_VERSION

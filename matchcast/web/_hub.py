@@ -17,6 +17,8 @@ Every frame is a server-sent event encoded once and shared by all browsers of th
 - ``event: match`` (no id): one match of the picker's list, added or changed (score, status).
   A browser is sent changes, never the whole list again, so what it receives per new match
   does not grow with the number of matches.
+- ``event: replayer`` (no id): ``{"match_id": ..., "status": "online" | "offline"}``, whether the
+  match's replayer runs (offline: it stopped, or died and its last will said so).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import json
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import structlog
 
@@ -147,6 +150,7 @@ class _Channel:
     history: deque[Frame]
     state: MatchState | None = None
     clients: set[Client] = field(default_factory=set)
+    replayer: Literal["online", "offline"] | None = None  # its replayer's last status
 
 
 class Hub:
@@ -198,6 +202,9 @@ class Hub:
             )
         )
         frame = Frame(sse("update", payload, event.seq), event.seq, self.now())
+        if channel.replayer == "offline":  # events again: a replayer runs it
+            channel.replayer = "online"
+            self._fan_out(channel.clients, self._replayer_frame(event.match_id, "online"))
         channel.history.append(frame)
         self.stats.updates += 1
         self._fan_out(channel.clients, frame)
@@ -215,6 +222,13 @@ class Hub:
         self.stats.snapshots += 1
         self._fan_out(channel.clients, self._snapshot_frame(state))
         self._note(state)
+
+    def replayer_status(self, match_id: str, status: Literal["online", "offline"]) -> None:
+        """The replayer of ``match_id`` says ``status``: tell the match's browsers."""
+        channel = self._channel(match_id)
+        if channel.replayer != status:
+            channel.replayer = status
+            self._fan_out(channel.clients, self._replayer_frame(match_id, status))
 
     # ------------------------------------------------------------ from the server
 
@@ -238,6 +252,8 @@ class Hub:
         else:
             channel = self._channel(match_id)
             backlog += self._catch_up(channel, last_event_id)
+            if channel.replayer is not None:
+                backlog.append(self._replayer_frame(match_id, channel.replayer))
             client = Client(match_id, backlog, self.queue_size)
             channel.clients.add(client)
         self.stats.clients_total += 1
@@ -287,6 +303,10 @@ class Hub:
                 self.stats.resumed += 1
                 return [f for f in history if f.seq is not None and f.seq > last_event_id]
         return [self._snapshot_frame(state)]
+
+    def _replayer_frame(self, match_id: str, status: str) -> Frame:
+        payload = json.dumps({"match_id": match_id, "status": status}).encode()
+        return Frame(sse("replayer", payload), None, self.now())
 
     def _snapshot_frame(self, state: MatchState) -> Frame:
         payload = b'{"state":' + encode_state(state) + b"}"

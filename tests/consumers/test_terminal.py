@@ -8,7 +8,8 @@ import io
 from rich.console import Console
 
 from consumers.terminal import TerminalView
-from matchcast.testing import Harness
+from events import ReplayStopped
+from matchcast.testing import Harness, match_events
 
 
 def _screen(view: TerminalView) -> str:
@@ -39,3 +40,53 @@ async def test_a_shootout_shows_its_result_and_unnamed_takers_as_kicks() -> None
     assert "Argentina win 4-2 on penalties" in screen
     assert "PEN    kick 1 (ARG) scores" in screen
     assert "kicker" not in screen
+
+
+def _view() -> TerminalView:
+    return TerminalView(Console(file=io.StringIO(), force_terminal=False))
+
+
+async def test_the_board_says_competition_stage_venue_and_kickoff() -> None:
+    """From the state (what a late joiner gets), not only from the kick-off."""
+    view = _view()
+    async with Harness(view.subscriber) as h:
+        await h.play(start="60")
+    assert (
+        "FIFA World Cup 2026 · Semi-final · Mercedes-Benz Stadium, Atlanta · 2026-07-15 15:00"
+        in _screen(view)
+    )
+
+
+async def test_a_stopped_replay_shows_as_stopped_not_live() -> None:
+    view = _view()
+    events = match_events()[:8]
+    last = events[-1]
+    stop = ReplayStopped(
+        match_id=last.match_id,
+        seq=last.seq + 1,
+        clock=last.clock,
+        emitted_at=last.emitted_at,
+        reason="interrupted",
+    )
+    async with Harness(view.subscriber) as h:
+        await h.send(*events, stop)
+    screen = _screen(view)
+    assert "STOPPED" in screen
+    assert f"replay stopped at 1H {last.clock.label}: not a final score" in screen
+    assert "REPLAY STOPPED (interrupted)  ARG 0-0 ENG: not a final score" in screen
+    assert f"1H {last.clock.label}" not in screen.replace(f"at 1H {last.clock.label}", "")
+
+
+async def test_a_match_whose_replayer_went_offline_says_so_until_events_come_again() -> None:
+    view = _view()
+    events = match_events()
+    async with Harness(view.subscriber) as h:
+        await h.send(*events[:8])
+        view.replayer_status(events[0].match_id, "offline")
+        assert "replayer offline: no more events coming" in _screen(view)
+        assert "REPLAYER OFFLINE" in _screen(view)
+        await h.send(events[8])
+        assert "replayer offline" not in _screen(view)
+        await h.send(*events[9:])
+        view.replayer_status(events[0].match_id, "offline")
+    assert "replayer offline" not in _screen(view)  # finished: nothing is missing

@@ -3,11 +3,14 @@
 // after it, id = seq), `matches` (the picker's whole list, once on connect) and `match` (one
 // entry of that list, added or changed). EventSource reconnects by itself
 // and sends Last-Event-ID, so the server resumes the stream where this page left it.
+// `replayer` says whether the match's replayer runs (offline: it stopped or died).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 const PERIOD = { 1: "1H", 2: "2H", 3: "ET1", 4: "ET2", 5: "PEN" };
-const STATUS = { scheduled: "Not started", live: "Live", half_time: "Half time", break: "Break", finished: "Full time" };
+const STATUS = { scheduled: "Not started", live: "Live", half_time: "Half time", break: "Break", finished: "Full time", stopped: "Replay stopped" };
+// A match still under way: one whose replayer is offline is left hanging.
+const RUNNING = new Set(["scheduled", "live", "half_time", "break"]);
 const METHOD = { header: "header", penalty: "penalty", free_kick: "free kick", own_goal: "own goal" };
 const TICKER_MAX = 200;
 
@@ -15,6 +18,7 @@ let source = null;
 let current = new URLSearchParams(location.search).get("match");
 let state = null;
 let matches = [];
+let replayerOffline = false;
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -37,7 +41,8 @@ function displayClock(s) {
   if (s.status === "half_time") return "HT";
   if (s.status === "scheduled" || !s.clock) return "--";
   if (s.status === "break") return "BREAK";
-  return `${PERIOD[s.clock.period] || ""} ${s.clock.label}`;
+  const at = `${PERIOD[s.clock.period] || ""} ${s.clock.label}`;
+  return s.status === "stopped" ? `at ${at}` : at;
 }
 
 function teamName(s, code) {
@@ -68,8 +73,12 @@ function render() {
   const score = $("score");
   score.dataset.score = `${hs}-${as}`;
   score.setAttribute("aria-label", h && a ? `${teamName(s, h)} ${hs}, ${teamName(s, a)} ${as}` : `${hs}-${as}`);
-  $("status").textContent = STATUS[s.status] || s.status;
-  $("status").dataset.status = s.status;
+  const offline = replayerOffline && RUNNING.has(s.status);
+  $("status").textContent = offline ? "Replayer offline" : STATUS[s.status] || s.status;
+  $("status").dataset.status = offline ? "offline" : s.status;
+  $("status").title = offline ? "Its replayer stopped or died: no more events are coming"
+    : s.status === "stopped" ? "The replay stopped before full time: not a final score" : "";
+  renderAbout(s);
   $("clock").textContent = displayClock(s);
   $("clock").hidden = CLOCK_IS_STATUS.has(s.status);
   renderShootout(s, h, a);
@@ -77,6 +86,18 @@ function render() {
   $("match-id").textContent = `Match ${s.match_id}`;
   renderGoals(s, h);
   renderPossession(s, h, a);
+}
+
+// Competition, stage, venue and kickoff, as the match file has them (schema 1.2's info).
+function renderAbout(s) {
+  const box = $("about");
+  const i = s.info;
+  if (!i) { box.hidden = true; return; }
+  const where = [i.venue, i.city].filter(Boolean).join(", ");
+  // The kickoff in the venue's local time, as written ("2026-07-15T15:00:00-04:00").
+  const when = i.kickoff ? `${i.kickoff.slice(0, 10)} ${i.kickoff.slice(11, 16)}` : i.date;
+  box.textContent = [i.competition, i.stage, where, when].filter(Boolean).join(" · ");
+  box.hidden = !box.textContent;
 }
 
 function renderShootout(s, h, a) {
@@ -159,6 +180,8 @@ function tickerItem(ev, s, line) {
       return ["PENALTY", `${ev.taker} (${ev.team}) ${ev.scored ? "scores" : "misses"}`];
     case "full_time":
       return ["FULL TIME", scoreline(s)];
+    case "replay_stopped":
+      return ["REPLAY STOPPED", `${scoreline(s)}: not a final score${ev.reason === "error" ? " (replayer error)" : ""}`];
     default:
       return line ? ["", line.replace(c, "").trim()] : null;
   }
@@ -200,7 +223,8 @@ function onState(e) {
     resetTicker();
     for (const g of s.goals) addTicker(g.clock.label, "GOAL", `${g.scorer} (${g.team})`, "goal", false);
     if (s.status !== "scheduled") {
-      const note = s.status === "finished" ? "final score" : "following live from here";
+      const note = s.status === "finished" ? "final score"
+        : s.status === "stopped" ? "the replay stopped here" : "following live from here";
       addTicker(displayClock(s).split(" ").pop(), "JOINED", `${scoreline(s)}: ${note}`, "joined", false);
     }
   }
@@ -223,6 +247,13 @@ function onUpdate(e) {
   render();
   const item = tickerItem(ev, s, line);
   if (item) addTicker(ev.clock.label, item[0], item[1], ev.type, true);
+}
+
+function onReplayer(e) {
+  const { match_id: id, status } = JSON.parse(e.data);
+  if (id !== current) return;
+  replayerOffline = status === "offline";
+  if (state) render();
 }
 
 function onMatches(e) {
@@ -257,7 +288,7 @@ function pickerChanged() {
   $("picker-wrap").hidden = matches.length < 2 && (!current || matches.some((m) => m.match_id === current));
   if (current) $("picker").value = current;
   if (!current && matches.length) {
-    const live = matches.find((m) => m.status !== "finished") || matches[0];
+    const live = matches.find((m) => RUNNING.has(m.status)) || matches[0];
     follow(live.match_id);
   }
 }
@@ -266,6 +297,7 @@ function follow(matchId) {
   if (source) source.close();
   current = matchId;
   state = null;
+  replayerOffline = false;
   $("board").dataset.loading = "";
   const url = new URL(location.href);
   if (matchId) url.searchParams.set("match", matchId);
@@ -277,6 +309,7 @@ function follow(matchId) {
   source.addEventListener("update", onUpdate);
   source.addEventListener("matches", onMatches);
   source.addEventListener("match", onMatch);
+  source.addEventListener("replayer", onReplayer);
   source.onopen = () => setConn("live", matchId ? "Connected" : "Connected: waiting for a match…");
   source.onerror = () => setConn("reconnecting", "Reconnecting…");
 }

@@ -1,0 +1,75 @@
+"""Follow the replayers' retained status topics: which matches lost their replayer.
+
+A replayer's status is ``online`` while it runs and ``offline`` after, from its last will when
+it died (``kill -9``, a lost connection) without a word. ``watch`` and the page subscribe here
+beside their runner, and show a match whose replayer is offline as such.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import structlog
+from pydantic import ValidationError
+
+from events import BrokerError, Topics
+from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.status import ReplayerStatus
+
+__all__ = ["ReplayerBook", "follow_replayers"]
+
+_log = structlog.get_logger("matchcast.replayers")
+
+
+Status = Literal["online", "offline"]
+
+
+class ReplayerBook:
+    """Per match, the status of its latest replayer: the one that started last (``at``: a
+    last will carries its replayer's start), so a replayer that died before another took the
+    match over does not mark the match offline. A replayer's own messages replace each other
+    in the order they arrive (its will is older than its ``online``, yet comes after)."""
+
+    def __init__(self) -> None:
+        self._latest: dict[str, tuple[dt.datetime, str, Status]] = {}
+
+    def update(self, status: ReplayerStatus) -> list[tuple[str, Status]]:
+        """Take ``status``; the matches whose status it changes, with the new status."""
+        changed: list[tuple[str, Status]] = []
+        for match_id in status.matches:
+            known = self._latest.get(match_id)
+            if known is not None and known[1] != status.replayer_id and known[0] > status.at:
+                continue  # an older replayer's
+            at = max(status.at, known[0]) if known is not None else status.at
+            self._latest[match_id] = (at, status.replayer_id, status.status)
+            if known is None or known[2] != status.status:
+                changed.append((match_id, status.status))
+        return changed
+
+
+async def follow_replayers(
+    url: BrokerURL | Sequence[BrokerURL], topics: Topics, on_change: Callable[[str, Status], None]
+) -> None:
+    """Call ``on_change(match_id, status)`` when the status of a match's replayer changes
+    (see :class:`ReplayerBook`), retained statuses first, until cancelled. Best effort: an
+    unreadable status is skipped, and a lost connection ends the following (logged), never
+    the caller."""
+    book = ReplayerBook()
+    try:
+        async with MqttClient(url, client_id=f"matchcast-status-{uuid.uuid4().hex[:8]}") as c:
+            await c.subscribe(topics.status(), qos=1)
+            async for message in c.messages():
+                if not message.payload:
+                    continue  # a cleared status
+                try:
+                    status = ReplayerStatus.model_validate_json(message.payload)
+                except ValidationError:
+                    _log.info("replayer_status.rejected", topic=message.topic)
+                    continue
+                for match_id, said in book.update(status):
+                    on_change(match_id, said)
+    except BrokerError as err:
+        _log.warning("replayer_status.lost", reason=str(err))

@@ -1,0 +1,167 @@
+"""``matchcast clear`` removes matchcast's retained topics; it lists them and asks first."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from events import Topics
+from matchcast.app import run_replay
+from matchcast.cli import live_matches
+from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.retained import RetainedTopic, find_retained
+from matchcast.testbroker import Mosquitto
+from simulator import ReplayOptions, resolve_matches
+from tests._cli import run_cli
+
+pytestmark = pytest.mark.mosquitto
+
+SEMI = resolve_matches(None)[0]
+OTHER = resolve_matches("worldcup:2022/final")[0]
+
+
+def _leave_retained(url: BrokerURL, topics: Topics) -> None:
+    """Two finished matches (states), an offline replayer status, and a consumer report."""
+
+    async def go() -> None:
+        await run_replay([SEMI, OTHER], url, ReplayOptions(speed=None, topics=topics))
+        async with MqttClient(url) as client:
+            report = (await _one_state(url, topics, SEMI.match_id)).encode()
+            await client.publish(
+                topics.consumer_state("c1", SEMI.match_id), report, qos=1, retain=True
+            )
+
+    asyncio.run(go())
+
+
+async def _one_state(url: BrokerURL, topics: Topics, match_id: str) -> str:
+    async with MqttClient(url) as client:
+        await client.subscribe(topics.state(match_id))
+        async with asyncio.timeout(10):
+            async for message in client.messages():
+                return message.payload.decode()
+    raise AssertionError("no retained state")  # pragma: no cover
+
+
+def _found(url: BrokerURL, topics: Topics, match_id: str | None = None) -> list[RetainedTopic]:
+    return asyncio.run(find_retained(url, topics, match_id=match_id))
+
+
+@pytest.fixture
+def root() -> str:
+    return f"mctest-{uuid.uuid4().hex[:10]}"
+
+
+def test_clear_lists_then_removes_every_retained_topic(mosquitto: Mosquitto, root: str) -> None:
+    url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
+    _leave_retained(url, topics)
+    before = _found(url, topics)
+    assert sorted(t.kind for t in before) == ["consumer_state", "state", "state", "status"]
+    result = run_cli("clear", "--broker", mosquitto.url, "--root", root, "--yes")
+    assert result.code == 0, result.stderr
+    assert f"clear  {topics.state(SEMI.match_id)}  (state: finished, ARG 2-1 ENG" in result.stdout
+    assert "cleared 4 retained topic(s)" in result.stdout
+    assert _found(url, topics) == []
+    assert asyncio.run(live_matches(url, topics)) == []
+
+
+def test_clear_match_removes_only_that_matchs_topics(mosquitto: Mosquitto, root: str) -> None:
+    url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
+    _leave_retained(url, topics)
+    result = run_cli(
+        "clear", "--broker", mosquitto.url, "--root", root, "--match", SEMI.match_id, "--yes"
+    )
+    assert result.code == 0, result.stderr
+    assert "cleared 2 retained topic(s)" in result.stdout  # its state and the consumer report
+    left = _found(url, topics)
+    # The replayer replayed both matches: its status stays with the other match's state.
+    assert sorted((t.kind, t.match_id) for t in left) == [
+        ("state", OTHER.match_id),
+        ("status", None),
+    ]
+
+
+def test_clear_without_a_terminal_or_yes_lists_and_clears_nothing(
+    mosquitto: Mosquitto, root: str
+) -> None:
+    url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
+    _leave_retained(url, topics)
+    result = run_cli("clear", "--broker", mosquitto.url, "--root", root)
+    assert result.code == 2
+    assert "pass --yes" in result.stderr
+    assert topics.state(OTHER.match_id) in result.stdout
+    assert len(_found(url, topics)) == 4
+
+
+def test_clear_asks_and_a_no_clears_nothing(
+    mosquitto: Mosquitto, root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
+    _leave_retained(url, topics)
+    monkeypatch.setattr("matchcast.cmd_clear._interactive", lambda: True)
+    result = run_cli("clear", "--broker", mosquitto.url, "--root", root, input="n\n")
+    assert result.code == 1
+    assert "Clear 4 retained topic(s)" in result.stdout
+    assert "nothing cleared" in result.stdout
+    assert len(_found(url, topics)) == 4
+    result = run_cli("clear", "--broker", mosquitto.url, "--root", root, input="y\n")
+    assert result.code == 0
+    assert _found(url, topics) == []
+
+
+def test_clear_keeps_a_running_replayers_status(mosquitto: Mosquitto, root: str) -> None:
+    url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
+    online = b'{"status":"online","replayer_id":"r1","matches":["x"],"at":"2026-07-15T19:00:00Z"}'
+
+    async def publish() -> None:
+        async with MqttClient(url) as client:
+            await client.publish(topics.status("r1"), online, qos=1, retain=True)
+
+    asyncio.run(publish())
+    result = run_cli("clear", "--broker", mosquitto.url, "--root", root, "--yes")
+    assert result.code == 0
+    assert f"keep   {topics.status('r1')}" in result.stdout
+    assert "nothing to clear" in result.stdout
+    assert [t.topic for t in _found(url, topics)] == [topics.status("r1")]
+
+
+class _NoRetainedOnWildcards(MqttClient):
+    """A client of a broker like RabbitMQ 3.10: wildcard subscriptions get no retained
+    messages; only a subscription that names the topic does."""
+
+    named: set[str]
+
+    async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
+        self.named = getattr(self, "named", set())
+        if "+" not in topic_filter and "#" not in topic_filter:
+            self.named.add(topic_filter)
+        await super().subscribe(topic_filter, qos=qos)
+
+    async def messages(self):  # type: ignore[no-untyped-def,override]
+        async for message in super().messages():
+            if message.retain and message.topic not in getattr(self, "named", set()):
+                continue
+            yield message
+
+
+def test_clear_on_a_broker_without_retained_wildcards_clears_what_the_statuses_name(
+    mosquitto: Mosquitto, root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
+
+    async def replay() -> None:
+        options = ReplayOptions(speed=None, topics=topics)
+        await run_replay([SEMI, OTHER], url, options, replayer_id="r-named")
+
+    asyncio.run(replay())
+    monkeypatch.setattr("matchcast.retained.MqttClient", _NoRetainedOnWildcards)
+    assert _found(url, topics) == []  # nothing can be named
+    result = run_cli(
+        "clear", "--broker", mosquitto.url, "--root", root, "--replayer", "r-named", "--yes"
+    )
+    assert result.code == 0, result.stderr
+    assert "cleared 3 retained topic(s)" in result.stdout  # the status and both states
+    monkeypatch.undo()
+    assert _found(url, topics) == []

@@ -1,0 +1,98 @@
+"""The views learn from the replayers' retained statuses which matches lost their replayer."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import signal
+import sys
+
+import pytest
+
+from events import Topics
+from matchcast.app import run_replay
+from matchcast.mqtt import BrokerURL
+from matchcast.replayers import ReplayerBook, follow_replayers
+from matchcast.status import ReplayerStatus
+from simulator import ReplayOptions, resolve_matches
+
+SEMI = resolve_matches(None)[0]
+T0 = dt.datetime(2026, 7, 15, 19, tzinfo=dt.UTC)
+
+
+def _status(rid: str, status: str, at: dt.datetime, *matches: str) -> ReplayerStatus:
+    return ReplayerStatus.model_validate(
+        {"status": status, "replayer_id": rid, "matches": list(matches), "at": at}
+    )
+
+
+def test_the_latest_replayer_of_a_match_decides_its_status() -> None:
+    """An older replayer's will, delivered after a newer one's online, changes nothing."""
+    book = ReplayerBook()
+    later = T0 + dt.timedelta(minutes=5)
+    assert book.update(_status("b", "online", later, "m1")) == [("m1", "online")]
+    assert book.update(_status("a", "offline", T0, "m1", "m2")) == [("m2", "offline")]
+    # b's will carries b's start, older than its online: still b's latest word.
+    assert book.update(_status("b", "offline", later - dt.timedelta(seconds=1), "m1")) == [
+        ("m1", "offline")
+    ]
+    assert book.update(_status("b", "offline", later, "m1")) == []
+
+
+@pytest.mark.mosquitto
+async def test_a_replayer_killed_is_reported_offline(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    """SIGKILL: no goodbye; its last will (published by the broker) says offline."""
+    seen: list[tuple[str, str]] = []
+    changed = asyncio.Event()
+
+    def on_change(match_id: str, status: str) -> None:
+        seen.append((match_id, status))
+        changed.set()
+
+    async def until(item: tuple[str, str]) -> None:
+        while item not in seen:
+            await changed.wait()
+            changed.clear()
+
+    args = ["replay", "--speed", "1", "--broker", str(mosquitto_url), "--root", topics.root]
+    replayer = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "matchcast",
+        *args,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "MATCHCAST_BROKER": ""},
+    )
+    try:
+        async with asyncio.timeout(60), asyncio.TaskGroup() as tg:
+            follower = tg.create_task(follow_replayers(mosquitto_url, topics, on_change))
+            await until((SEMI.match_id, "online"))
+            replayer.send_signal(signal.SIGKILL)
+            await until((SEMI.match_id, "offline"))
+            follower.cancel()
+    finally:
+        if replayer.returncode is None:
+            replayer.kill()
+        await replayer.wait()
+
+
+async def test_a_replay_that_ends_leaves_its_matches_offline_for_a_late_viewer(
+    broker_url: BrokerURL, topics: Topics
+) -> None:
+    await run_replay([SEMI], broker_url, ReplayOptions(speed=None, topics=topics))
+    got = asyncio.Event()
+    seen: list[tuple[str, str]] = []
+
+    def on_change(match_id: str, status: str) -> None:
+        seen.append((match_id, status))
+        got.set()
+
+    async with asyncio.timeout(30), asyncio.TaskGroup() as tg:
+        follower = tg.create_task(follow_replayers(broker_url, topics, on_change))
+        await got.wait()
+        follower.cancel()
+    assert seen == [(SEMI.match_id, "offline")]

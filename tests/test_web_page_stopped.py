@@ -1,0 +1,90 @@
+"""The page shows a stopped replay as stopped, a match whose replayer died as offline, and the
+match's competition, stage, venue and kickoff. In a real browser (see test_web_browser.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from events import Event, MatchState, ReplayStopped, apply
+from matchcast.web import Hub, WebServer
+from simulator import expand, resolve_matches
+from tests import test_web_browser as _set_up
+from tests.test_web_browser import _wait_text
+
+pytestmark = pytest.mark.browser
+
+_browser_available = _set_up._browser_available
+browser = _set_up.browser
+
+SEMI = resolve_matches("semifinal")[0]
+EVENTS = [s.event for s in expand(SEMI)]
+
+
+def _feed(hub: Hub, events: list[Event], state: MatchState | None = None) -> MatchState:
+    state = state or MatchState.new(events[0].match_id)
+    for e in events:
+        state = apply(state, e)
+        hub.publish(e, state)
+    return state
+
+
+async def test_a_stopped_replay_is_shown_stopped_with_the_match_info(
+    browser: Any, tmp_path: Path
+) -> None:
+    from playwright.async_api import expect
+
+    hub = Hub()
+    state = _feed(hub, EVENTS[:8])
+    assert state.clock is not None
+    async with WebServer(hub, port=0) as server:
+        page = await browser.new_page(viewport={"width": 390, "height": 844})
+        await page.goto(f"{server.url}?match={SEMI.match_id}")
+        await _wait_text(page, "status", "Live", timeout_ms=10_000)
+        await expect(page.locator("#about")).to_have_text(
+            "FIFA World Cup 2026 · Semi-final · Mercedes-Benz Stadium, Atlanta · 2026-07-15 15:00"
+        )
+        stop = ReplayStopped(
+            match_id=SEMI.match_id,
+            seq=state.last_seq + 1,
+            clock=state.clock,
+            emitted_at=EVENTS[8].emitted_at,
+            reason="interrupted",
+        )
+        _feed(hub, [stop], state)
+        await _wait_text(page, "status", "Replay stopped", timeout_ms=10_000)
+        await expect(page.locator("#clock")).to_have_text(f"at 1H {state.clock.label}")
+        await expect(page.locator("#ticker li").first).to_contain_text("REPLAY STOPPED")
+        await expect(page.locator("#ticker li").first).to_contain_text("not a final score")
+        await page.screenshot(path=str(tmp_path / "stopped.png"), full_page=True)
+
+        late = await browser.new_page()  # a late joiner, from the retained (stopped) state
+        await late.goto(f"{server.url}?match={SEMI.match_id}")
+        await _wait_text(late, "status", "Replay stopped", timeout_ms=10_000)
+        await expect(late.locator("#about")).to_contain_text("Semi-final")
+        await expect(late.locator("#ticker li").first).to_contain_text("the replay stopped here")
+
+
+async def test_a_match_whose_replayer_died_is_shown_offline(browser: Any) -> None:
+    """The last will says offline: the page says so instead of a live clock forever; events
+    coming again (a new replayer) put it back to live."""
+    from playwright.async_api import expect
+
+    hub = Hub()
+    state = _feed(hub, EVENTS[:8])
+    async with WebServer(hub, port=0) as server:
+        page = await browser.new_page()
+        await page.goto(f"{server.url}?match={SEMI.match_id}")
+        await _wait_text(page, "status", "Live", timeout_ms=10_000)
+        hub.replayer_status(SEMI.match_id, "offline")
+        await _wait_text(page, "status", "Replayer offline", timeout_ms=10_000)
+        await expect(page.locator("#status")).to_have_attribute("data-status", "offline")
+
+        joiner = await browser.new_page()  # told on connecting, not only live
+        await joiner.goto(f"{server.url}?match={SEMI.match_id}")
+        await _wait_text(joiner, "status", "Replayer offline", timeout_ms=10_000)
+
+        _feed(hub, EVENTS[8:9], state)
+        await _wait_text(page, "status", "Live", timeout_ms=10_000)
