@@ -271,7 +271,8 @@ class FastClient:
                 continue
             self._attempts.connected(attempt.index)
             return self
-        raise BrokerError(self._where, "no broker answered: " + "; ".join(failures))
+        # Worded as MqttClient words it: each node named once, with its reason.
+        raise BrokerError(f"list of {len(self.urls)}", f"no node answered ({'; '.join(failures)})")
 
     async def _connect(self, url: BrokerURL) -> None:
         """One connection to ``url``, in the protocol(s) ``protocol`` allows.
@@ -564,6 +565,7 @@ class FastClient:
             if self._generation != generation:
                 return  # another task replaced the connection while this one waited
             self._drop()
+            lost = self._attempts.current
             loop = asyncio.get_running_loop()
             started = loop.time()
             last = "connection lost"
@@ -589,13 +591,24 @@ class FastClient:
                 self._attempts.connected(attempt.index)
                 self.reconnects += 1
                 self._generation += 1
-                _log.info(
-                    "broker.reconnected",
-                    broker=str(attempt.url),
-                    attempt=n,
-                    session_present=self.session_present,
-                    outage_s=round(loop.time() - started, 3),
-                )
+                outage = round(loop.time() - started, 3)
+                if attempt.index != lost:  # the same log line as MqttClient's
+                    _log.warning(
+                        "broker.failed_over",
+                        lost=str(self.urls[lost]),
+                        broker=str(attempt.url),
+                        attempt=n,
+                        session_present=self.session_present,
+                        outage_s=outage,
+                    )
+                else:
+                    _log.info(
+                        "broker.reconnected",
+                        broker=str(attempt.url),
+                        attempt=n,
+                        session_present=self.session_present,
+                        outage_s=outage,
+                    )
                 await self._restore()
                 if self.on_reconnect is not None:
                     await self.on_reconnect(self)

@@ -1,4 +1,5 @@
-"""Several brokers and protocol negotiation in :class:`matchcast.mqtt.MqttClient`.
+"""Several brokers and protocol negotiation in both MQTT clients (the failover tests run
+against each: :class:`matchcast.mqtt.MqttClient` and :class:`matchcast.fastmqtt.FastClient`).
 
 Real mosquitto processes of our own stand in for cluster nodes; a small proxy plays a broker
 that never answers an MQTT 5 CONNECT (RabbitMQ 3.10 does that).
@@ -15,6 +16,8 @@ from structlog.testing import capture_logs
 
 from events import BrokerError
 from matchcast import mqtt
+from matchcast.app import mqtt_client
+from matchcast.fastmqtt import FastClient
 from matchcast.load._nodes import NodeAssigner, merge_node_figures
 from matchcast.mqtt import BrokerURL, MqttClient, broker_url_from
 from matchcast.testbroker import Mosquitto, free_port, mosquitto_binary
@@ -95,34 +98,37 @@ async def v311_only(mosquitto: Mosquitto) -> AsyncIterator[V311OnlyProxy]:
         yield proxy
 
 
-async def test_a_list_connects_to_the_first_node_that_answers(mosquitto: Mosquitto) -> None:
+async def test_a_list_connects_to_the_first_node_that_answers(
+    mosquitto: Mosquitto, client_kind: str
+) -> None:
     dead = BrokerURL("127.0.0.1", free_port())
     live = BrokerURL.parse(mosquitto.url)
-    async with MqttClient([dead, live]) as client:
+    async with mqtt_client(client_kind, [dead, live]) as client:
         assert client.url == live
         await client.publish("mctest/list", b"x", qos=1)
 
 
-async def test_no_node_answering_names_each_node_and_its_reason() -> None:
+async def test_no_node_answering_names_each_node_and_its_reason(client_kind: str) -> None:
     dead = [BrokerURL("127.0.0.1", free_port()) for _ in range(2)]
     with pytest.raises(BrokerError, match="no node answered") as info:
-        async with MqttClient(dead):
+        async with mqtt_client(client_kind, dead):
             pass
     assert all(str(u) in str(info.value) for u in dead)
     assert str(info.value).count(str(dead[0])) == 1
 
 
 async def test_a_lost_node_fails_over_to_the_next_and_says_so(
-    two_mosquittos: tuple[Mosquitto, Mosquitto],
+    two_mosquittos: tuple[Mosquitto, Mosquitto], client_kind: str
 ) -> None:
+    """Both clients follow the one failover schedule (matchcast.failover) and log it alike."""
     a, b = two_mosquittos
     urls = [BrokerURL.parse(a.url), BrokerURL.parse(b.url)]
     reconnected: list[BrokerURL] = []
 
-    async def on_reconnect(client: MqttClient) -> None:
+    async def on_reconnect(client: MqttClient | FastClient) -> None:
         reconnected.append(client.url)
 
-    async with MqttClient(urls, on_reconnect=on_reconnect) as client:
+    async with mqtt_client(client_kind, urls, on_reconnect=on_reconnect) as client:
         assert client.url == urls[0]
         a.kill()
         with pytest.raises(BrokerError):
