@@ -35,7 +35,7 @@ class TerminalView:
         self._ticker: deque[str] = deque(maxlen=ticker_lines)
         self._live: Live | None = None
         #: The stretch of play each match's possession shares cover (``55'-86'``), from its
-        #: possession event; unknown to a view that joined from a snapshot after it.
+        #: possession event: for a state without ``possession_since``/``until`` (before 1.2).
         self._possession_span: dict[str, str] = {}
         #: Matches whose replayer is offline (stopped, or died: its last will said so).
         self._offline: set[str] = set()
@@ -130,6 +130,15 @@ def _about(state: MatchState) -> str | None:
     return " · ".join(p for p in parts if p) or None
 
 
+def _span(state: MatchState) -> str | None:
+    """``55'-86'``: the stretch the state's possession shares cover, where the state says it."""
+    until = state.possession_until
+    if until is None:
+        return None
+    since = state.possession_since
+    return f"{since.label}-{until.label}" if since else f"to {until.label}"
+
+
 def _board(state: MatchState, possession_span: str | None = None, offline: bool = False) -> Panel:
     home = printable(state.home.name) if state.home else "?"
     away = printable(state.away.name) if state.away else "?"
@@ -179,6 +188,6 @@ def _board(state: MatchState, possession_span: str | None = None, offline: bool 
         order = [c for c in (hc, ac) if c in state.possession] or list(state.possession)
         poss = " · ".join(f"{t} {state.possession[t]:.0f}%" for t in order)
         # The shares cover one stretch of play (the semi-final's 88/12 is 55'-86'), not the match.
-        span = possession_span or "over a stretch of play"
+        span = _span(state) or possession_span or "over a stretch of play"
         body.append(Text(f"possession {span}: {poss}", style="dim", justify="center"))
     return Panel(Group(*body), title=Text(state.match_id), subtitle=Text(f"seq {state.last_seq}"))

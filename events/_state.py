@@ -97,6 +97,12 @@ class MatchState(_Frozen):
     goals: tuple[GoalRecord, ...] = ()
     cards: tuple[CardRecord, ...] = ()
     possession: dict[TeamCode, float] | None = None
+    possession_since: MatchClock | None = Field(
+        default=None, description="Start of the stretch the possession shares cover (1.2)"
+    )
+    possession_until: MatchClock | None = Field(
+        default=None, description="End of the stretch the possession shares cover (1.2)"
+    )
     shootout: Score | None = None
     winner: TeamCode | None = None
     info: MatchInfo | None = Field(
@@ -239,7 +245,15 @@ def apply(state: MatchState, event: Event) -> MatchState:
             goals = tuple(g for g in state.goals if g.goal_id != event.goal_id)
             return evolve(state, {**base, "score": event.score, "goals": goals})
         case Possession():
-            return evolve(state, {**base, "possession": dict(event.share)})
+            return evolve(
+                state,
+                {
+                    **base,
+                    "possession": dict(event.share),
+                    "possession_since": event.since,
+                    "possession_until": event.clock,
+                },
+            )
         case Card():
             record_c = CardRecord(
                 seq=event.seq,

@@ -2,7 +2,14 @@
 
 import pytest
 
-from events import GoalDisallowed, MatchClock, MatchState, apply, check_sequence
+from events import (
+    GoalDisallowed,
+    MatchClock,
+    MatchState,
+    Possession,
+    apply,
+    check_sequence,
+)
 from tests._factories import T0, goal, kickoff, tick
 
 
@@ -102,3 +109,36 @@ def test_evolve_is_model_copy_without_the_cost() -> None:
     assert "winner" in copied.model_fields_set
     assert "winner" not in state.model_fields_set
     assert MatchState.model_validate_json(shared.model_dump_json()) == shared
+
+
+def test_possession_keeps_the_stretch_it_covers() -> None:
+    """The state says which stretch the shares cover (1.2), so a late joiner can say it."""
+    state = apply(MatchState.new("m1"), kickoff())
+    share = {"ARG": 88.0, "ENG": 12.0}
+    state = apply(
+        state,
+        Possession(
+            match_id="m1",
+            seq=2,
+            clock=MatchClock.at(86),
+            emitted_at=T0,
+            share=share,
+            since=MatchClock.at(55),
+        ),
+    )
+    assert state.possession == share
+    assert state.possession_since == MatchClock.at(55)
+    assert state.possession_until == MatchClock.at(86)
+    later = apply(state, tick(3, 88))
+    assert (later.possession_since, later.possession_until) == (
+        MatchClock.at(55),
+        MatchClock.at(86),
+    )
+    assert MatchState.model_validate_json(later.model_dump_json()) == later
+
+    unsourced = apply(
+        later,
+        Possession(match_id="m1", seq=4, clock=MatchClock.at(89), emitted_at=T0, share=share),
+    )
+    assert unsourced.possession_since is None  # a new stretch of unknown start
+    assert unsourced.possession_until == MatchClock.at(89)

@@ -94,8 +94,10 @@ async def test_full_time_is_said_once_and_possession_names_its_stretch(
         late = await browser.new_page()
         await late.goto(f"{server.url}?match={SEMI.match_id}")
         await _wait_text(late, "score", "2-1", timeout_ms=10_000)
-        # A late joiner has the shares but not their stretch (the state does not carry it).
-        await expect(late.locator("#poss-span")).to_have_text("over a stretch of play")
+        # A late joiner has the shares and, from the state (1.2), the stretch they cover.
+        await expect(late.locator("#poss-span")).to_have_text("55'\u201386'")
+        label = await late.locator("#poss-bar").get_attribute("aria-label")
+        assert label is not None and label.startswith("Possession 55'\u201386':")
 
 
 async def test_scorer_names_do_not_wrap_on_a_phone(browser: Any) -> None:

@@ -8,7 +8,7 @@ import io
 from rich.console import Console
 
 from consumers.terminal import TerminalView
-from events import ReplayStopped
+from events import MatchClock, Possession, ReplayStopped, replay_state
 from matchcast.testing import Harness, match_events
 
 
@@ -25,9 +25,25 @@ async def test_possession_names_the_stretch_of_play_it_covers() -> None:
         await h.play()
     assert "possession 55'-86': ARG 88% · ENG 12%" in _screen(view)
 
-    late = TerminalView(Console(file=io.StringIO(), force_terminal=False))
+
+async def test_a_view_that_joins_late_names_the_stretch_from_the_snapshot() -> None:
+    """Joining at 88', after the 86' possession event: the state says 55'-86' (1.2)."""
+    until_88 = MatchClock.at(88).sort_key
+    events = [e for e in match_events("semifinal") if e.clock.sort_key <= until_88]
+    late = _view()
     async with Harness(late.subscriber) as h:
-        await h.play(start="90")  # joins from the snapshot, after the possession event
+        await h.play(events, start="88")  # the snapshot, then only the 88' clock
+    assert not any(isinstance(e, Possession) for e in events if e.clock.minute >= 88)
+    assert "possession 55'-86': ARG 88% · ENG 12%" in _screen(late)
+
+
+async def test_a_snapshot_without_the_stretch_says_only_that_it_is_one() -> None:
+    """A state written before 1.2 (no ``possession_since``/``until``) claims no stretch."""
+    events = match_events("semifinal")
+    state = replay_state(events[0].match_id, events)
+    old = state.model_copy(update={"possession_since": None, "possession_until": None})
+    late = _view()
+    late._on_state(old)
     assert "possession over a stretch of play: ARG 88% · ENG 12%" in _screen(late)
 
 

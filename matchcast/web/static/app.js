@@ -147,7 +147,10 @@ function renderPossession(s, h, a) {
   $("poss-home-label").textContent = `${h} ${ph}%`;
   $("poss-away-label").textContent = `${pa}% ${a}`;
   // The shares cover one stretch of play (the semi-final's 88/12 is 55'-86'), not the match.
-  const span = s.possessionSpan ? `${s.possessionSpan}` : "over a stretch of play";
+  // From the state (1.2), which a late joiner has too; else from the possession event seen.
+  const until = s.possession_until, since = s.possession_since;
+  const fromState = until ? (since ? `${since.label}–${until.label}` : `to ${until.label}`) : null;
+  const span = fromState || s.possessionSpan || "over a stretch of play";
   $("poss-bar").setAttribute("aria-label", `Possession ${span}: ${teamName(s, h)} ${ph}%, ${teamName(s, a)} ${pa}%`);
   $("poss-span").textContent = span;
 }
