@@ -220,7 +220,10 @@ def _versioning() -> list[str]:
         "last will sets its status topic `offline`, and the views show its matches as such;",
         "- `info` on `kick_off` and on the state snapshot: competition, stage, venue, city, "
         "date and kickoff as the match file has them, so a late joiner knows what it is "
-        "watching.",
+        "watching;",
+        "- `possession_since` and `possession_until` on the state snapshot: the stretch of "
+        "play the `possession` shares cover (55'-86' in the semi-final), so a late joiner does "
+        "not take them for the whole match's.",
         "",
         "A 1.1 reader skips `replay_stopped` (counted in `unknown_skipped`, not dead-lettered) "
         "and ignores `info`. It rejects a snapshot whose `status` is `stopped` (an enum value "
