@@ -18,6 +18,11 @@ retained state and its clients' session queues go back with it. So after a recon
 replayer re-sends the events (and states) it published in the last ``resend_window`` seconds,
 not only those the broker had not acknowledged; consumers drop by seq what they already
 handled, and nothing is missing.
+
+A running replay can be controlled (:meth:`Replayer.control`): each match has a
+:class:`~simulator._control.Playhead` that pause, resume and speed change re-base, and a seek
+starts a new run of the match at the target minute (its state first, then the events from
+there), so consumers resynchronise from the new run's snapshot. See docs/control.md.
 """
 
 from __future__ import annotations
@@ -26,8 +31,8 @@ import asyncio
 import bisect
 import datetime as dt
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import structlog
@@ -35,10 +40,13 @@ import structlog
 from events import (
     CONTENT_TYPE,
     BrokerError,
+    ControlCommand,
     Event,
     MatchClock,
+    MatchPlayback,
     MatchState,
     MessageProps,
+    PlaybackState,
     Publisher,
     Reconnectable,
     Topics,
@@ -46,6 +54,7 @@ from events import (
     encode_event,
     encode_state,
 )
+from simulator._control import Playhead, SeekError, seek_index
 from simulator._matchfile import Match
 from simulator._recording import Recording
 from simulator._timeline import Scheduled, expand, state_before
@@ -191,25 +200,35 @@ def _start_index(events: list[Event], start: MatchClock | None) -> int:
     return len(events)
 
 
+OffsetsAt = Callable[[float | None], Sequence[float]]
+
+
 def _plan(
     source: Match | Recording, options: ReplayOptions
-) -> tuple[MatchState, list[Event], list[MatchState], list[float]]:
-    """The state before the first event, the events, the state after each, and wall offsets."""
+) -> tuple[MatchState, list[Event], list[MatchState], OffsetsAt]:
+    """The state before the first event, the events, the state after each, and the wall
+    offsets of the events at a given speed."""
     if isinstance(source, Recording):
-        return (
-            source.initial,
-            list(source.events),
-            list(source.states),
-            source.wall_offsets(options.speed),
-        )
+        return source.initial, list(source.events), list(source.states), source.wall_offsets
     stream = expand(source)
     initial = state = state_before(source, stream, 0)
     states = []
     for item in stream:
         state = apply(state, item.event)
         states.append(state)
-    offsets = wall_offsets(stream, options, source.break_minutes)
-    return initial, [item.event for item in stream], states, offsets
+
+    def offsets_at(speed: float | None) -> list[float]:
+        return wall_offsets(stream, replace(options, speed=speed), source.break_minutes)
+
+    return initial, [item.event for item in stream], states, offsets_at
+
+
+#: The replayer's state after a command for all its matches.
+_STATE_AFTER: dict[str, PlaybackState] = {
+    "pause": "paused",
+    "resume": "playing",
+    "stop": "stopped",
+}
 
 
 class Replayer:
@@ -231,6 +250,109 @@ class Replayer:
         #: this replayer runs: one window per connection, not per match, or a hundred matches
         #: queue thousands of publishes behind one client and time out.
         self.window = asyncio.Semaphore(self.options.max_inflight)
+        #: Playback of the whole replayer: what a command without ``match`` changes, and what
+        #: a match started later (``--one-after-another``) begins with.
+        self.state: PlaybackState = "playing"
+        self.speed: float | None = self.options.speed
+        self.since = wall_now()
+        #: The matches started, by id (finished ones stay, stopped).
+        self.runs: dict[str, _Run] = {}
+        #: Called after every change of playback (the app republishes the status).
+        self.on_change: Callable[[], None] | None = None
+
+    def playback(self) -> list[MatchPlayback]:
+        """Where each match started is."""
+        return [run.playback() for run in self.runs.values()]
+
+    def control(self, command: ControlCommand) -> str | None:
+        """Apply ``command``; None when done, else why it was refused (nothing changed).
+
+        Without ``command.match`` it applies to every match, and to those started later.
+        """
+        if command.match is not None:
+            run = self.runs.get(command.match)
+            if run is None:
+                known = ", ".join(self.runs) or "none yet"
+                return f"no match {command.match!r} on this replayer (matches: {known})"
+            targets = [run]
+        else:
+            targets = list(self.runs.values())
+        live = [r for r in targets if not r.finished]
+        now, wall = self.clock.now(), self.wall_now()
+        match command.command:
+            case "status":
+                return None
+            case "seek":
+                target = command.target
+                assert target is not None  # the model checked it
+                if not live:
+                    return "no match is playing to seek in"
+                try:
+                    indices = [(r, seek_index(r.events, target)) for r in live]
+                except SeekError as err:
+                    return str(err)
+                for run, index in indices:
+                    run.playhead.seek(index, wall)
+            case "pause":
+                for run in live:
+                    run.playhead.pause(now, wall)
+            case "resume":
+                for run in live:
+                    run.playhead.resume(now, wall)
+            case "speed":
+                speed = None if command.speed == "max" else command.speed
+                assert not isinstance(speed, str)
+                for run in live:
+                    run.playhead.set_speed(speed, now, wall)
+                if command.match is None:
+                    self.speed = speed
+            case "stop":
+                for run in live:
+                    run.playhead.stop(wall)
+        state = _STATE_AFTER.get(command.command)
+        if command.match is None and state is not None and self.state not in ("stopped", state):
+            self.state, self.since = state, wall
+        for run in live:
+            run.wake.set()
+        if self.on_change is not None:
+            self.on_change()
+        return None
+
+    def _playhead(
+        self, offsets_at: OffsetsAt, begin: int, t0: float, wall0: dt.datetime
+    ) -> Playhead:
+        """A new match's playhead, in the replayer's state and at its speed."""
+        playhead = Playhead(offsets_at, self.speed, self.since)
+        playhead.start(begin, t0)
+        if self.state == "paused":
+            playhead.pause(t0, wall0)
+        elif self.state == "stopped":
+            playhead.stop(wall0)
+        return playhead
+
+    async def _reconnect(self, run: _Run, reason: str) -> int:
+        """Replace the lost connection; the index to go on from."""
+        assert isinstance(self.publisher, Reconnectable)
+        report = run.report
+        run.log.warning("replay.connection_lost", reason=reason, last_seq=report.last_seq)
+        await self.publisher.reconnect()
+        report.reconnects += 1
+        index = max(run.begin, run.resume_index(self.options.resend_window))
+        state = run.states[index - 1] if index else run.initial
+        # The broker may have lost its retained messages: say where we are first.
+        await self._publish_state(self.options.topics.state(report.match_id), state)
+        run.log.info(
+            "replay.resumed",
+            from_seq=index + 1,
+            unacked_from_seq=run.first_unacked() + 1,
+            score=state.scoreline,
+        )
+        return index
+
+    async def _publish_state(self, topic: str, state: MatchState) -> None:
+        await self.publisher.publish(
+            topic, encode_state(state), qos=self.options.qos, retain=True, props=_state_props(state)
+        )
 
     async def run(self, match: Match | Recording, *, delay_s: float = 0.0) -> ReplayReport:
         """Replay ``match`` (a match file, or a recording) from ``options.start`` to the end.
@@ -245,14 +367,13 @@ class Replayer:
             _log.info("replay.delayed", match_id=match.match_id, delay_s=round(delay_s, 3))
             await self.clock.sleep_until(self.clock.now() + delay_s)
         run_id = new_run(self.wall_now())
-        initial, events, states, offsets = _plan(match, opts)
+        initial, events, plain_states, offsets_at = _plan(match, opts)
         initial = initial.model_copy(update={"run": run_id})
-        states = [s.model_copy(update={"run": run_id}) for s in states]
+        states = [s.model_copy(update={"run": run_id}) for s in plain_states]
         begin = _start_index(events, opts.start)
         log = _log.bind(match_id=match.match_id, run=run_id)
         report = ReplayReport(match_id=match.match_id, run=run_id)
         state = states[begin - 1] if begin else initial
-        base = offsets[begin] if begin < len(events) else 0.0
         state_topic = opts.topics.state(match.match_id)
 
         log.info(
@@ -263,20 +384,18 @@ class Replayer:
             start=opts.start.label if opts.start else "kickoff",
         )
         if state.last_seq > 0:  # a start mid-match: say the score first
-            await self.publisher.publish(
-                state_topic,
-                encode_state(state),
-                qos=opts.qos,
-                retain=True,
-                props=_state_props(state),
-            )
+            await self._publish_state(state_topic, state)
             log.info("replay.state_published", seq=state.last_seq, score=state.scoreline)
 
         t0 = self.clock.now()
         wall0 = self.wall_now()
         report.final_state = state
         index = begin
-        run = _Run(self, events, states, offsets, base, t0, wall0, report, log)
+        playhead = self._playhead(offsets_at, begin, t0, wall0)
+        run = _Run(self, initial, events, states, plain_states, playhead, t0, wall0, report, log)
+        self.runs[match.match_id] = run
+        if self.on_change is not None:
+            self.on_change()
         try:
             while True:
                 try:
@@ -291,33 +410,21 @@ class Replayer:
                     ):
                         raise
                     reason = _first(lost)
-                log.warning("replay.connection_lost", reason=reason, last_seq=report.last_seq)
-                await self.publisher.reconnect()
-                report.reconnects += 1
-                index = max(begin, run.resume_index(opts.resend_window))
-                state = states[index - 1] if index else initial
-                # The broker may have lost its retained messages: say where we are first.
-                await self.publisher.publish(
-                    state_topic,
-                    encode_state(state),
-                    qos=opts.qos,
-                    retain=True,
-                    props=_state_props(state),
-                )
-                log.info(
-                    "replay.resumed",
-                    from_seq=index + 1,
-                    unacked_from_seq=run.first_unacked() + 1,
-                    score=state.scoreline,
-                )
+                index = await self._reconnect(run, reason)
         except asyncio.CancelledError:
             log.warning("replay.interrupted", last_seq=report.last_seq, published=report.published)
             raise
+        finally:
+            run.finished = True
+            playhead.stop(self.wall_now())
+            if self.on_change is not None:
+                self.on_change()
         report.duration_s = self.clock.now() - t0
         state = report.final_state
         log.info(
             "replay.finished",
             published=report.published,
+            stopped=run.stopped_early,
             reconnects=report.reconnects,
             resent=report.resent,
             duration_s=round(report.duration_s, 3),
@@ -332,10 +439,11 @@ class _Run:
     def __init__(
         self,
         replayer: Replayer,
+        initial: MatchState,
         events: list[Event],
         states: list[MatchState],
-        offsets: list[float],
-        base: float,
+        plain_states: list[MatchState],
+        playhead: Playhead,
         t0: float,
         wall0: dt.datetime,
         report: ReplayReport,
@@ -348,13 +456,20 @@ class _Run:
         self.shared_window = replayer.window
         self.events = events
         self.states = states
-        self.offsets = offsets
-        self.base = base
+        self.plain_states = plain_states  # without a run: a seek stamps its new run on them
+        self.initial = initial
+        self.playhead = playhead
+        #: Set by :meth:`Replayer.control` after a change, to wake the loop's wait.
+        self.wake = asyncio.Event()
+        self.begin = playhead.next_index
+        self.finished = False
+        self.stopped_early = False
         self.t0 = t0
         self.wall0 = wall0
         self.report = report
         self.log = log
         self.unacked: dict[int, int] = {}  # seq -> messages of it not yet acknowledged
+        self.sends: set[asyncio.Task[None]] = set()
         self.next_index = 0
         self.sent_index: list[int] = []  # indices published, in order (first time only)
         self.sent_at: list[float] = []  # and when, on the monotonic clock
@@ -373,55 +488,167 @@ class _Run:
             first = min(first, self.sent_index[at])
         return first
 
+    def playback(self) -> MatchPlayback:
+        """Where this match is, for the status and the replies."""
+        ph = self.playhead
+        sent = self.next_index - 1
+        event = self.events[sent] if 0 <= sent < len(self.events) else None
+        return MatchPlayback(
+            match_id=self.report.match_id,
+            state=ph.state,
+            speed="max" if ph.speed is None else ph.speed,
+            clock=event.clock if event is not None else None,
+            run=self.report.run,
+            last_seq=event.seq if event is not None else 0,
+            since=ph.since,
+        )
+
+    async def _wait(self, deadline: float | None) -> bool:
+        """Wait for ``deadline`` (None: forever) or a control change; True if the deadline
+        came with no change."""
+        version = self.playhead.version
+        waits: list[asyncio.Task[None] | asyncio.Task[bool]] = [
+            asyncio.ensure_future(self.wake.wait())
+        ]
+        if deadline is not None:
+            waits.append(asyncio.ensure_future(self.clock.sleep_until(deadline)))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+        return self.playhead.version == version and deadline is not None
+
+    async def _turn(
+        self, index: int, window_of: Callable[[], asyncio.Semaphore], tg: asyncio.TaskGroup
+    ) -> int | None:
+        """The index of the event to publish now, after waiting for its turn; None to stop.
+
+        A pause waits here, holding the schedule; a seek starts a new run and moves the index.
+        """
+        ph = self.playhead
+        while True:
+            self.wake.clear()
+            ph.next_index = index
+            if ph.state == "stopped":
+                return None
+            target = ph.take_seek(self.clock.now())
+            if target is not None:
+                index = await self._seek(target, window_of(), tg)
+                continue
+            if ph.state == "paused":
+                await self._wait(None)
+                continue
+            if ph.speed is None:
+                return index
+            if await self._wait(ph.deadline(index)):
+                return index
+
+    async def _seek(self, index: int, window: asyncio.Semaphore, tg: asyncio.TaskGroup) -> int:
+        """Start a new run at event ``index``: its state goes out before any of its events."""
+        report = self.report
+        old = report.run
+        report.run = new_run(self.wall_now())
+        self.states = [s.model_copy(update={"run": report.run}) for s in self.plain_states]
+        self.initial = self.initial.model_copy(update={"run": report.run})
+        state = self.states[index - 1] if index else self.initial
+        self.begin = index
+        self.high_water = index
+        self.sent_index.clear()
+        self.sent_at.clear()
+        self.unacked.clear()
+        self.next_index = index
+        report.final_state = state
+        topic = self.options.topics.state(report.match_id)
+        await window.acquire()
+        self._spawn(tg, window, None, topic, encode_state(state), True, _state_props(state))
+        self.log = self.log.bind(run=report.run)
+        self.log.info(
+            "replay.sought",
+            old_run=old,
+            clock=self.events[index].clock.label if index < len(self.events) else "end",
+            from_seq=index + 1,
+            score=state.scoreline,
+        )
+        return index
+
+    def _spawn(
+        self,
+        tg: asyncio.TaskGroup,
+        window: asyncio.Semaphore,
+        seq: int | None,
+        topic: str,
+        payload: bytes,
+        retain: bool,
+        props: MessageProps,
+    ) -> asyncio.Task[None]:
+        """Publish in a task of ``tg`` (the caller acquired ``window``); ``seq`` None for a
+        message that is no event's (a seek's state), not tracked for a resume."""
+        if seq is not None:
+            self.unacked[seq] = self.unacked.get(seq, 0) + 1
+        send = tg.create_task(
+            self._send(window, self.report.run, seq, topic, payload, retain, props)
+        )
+        self.sends.add(send)
+        send.add_done_callback(self.sends.discard)
+        return send
+
     async def publish_from(self, index: int) -> None:
         opts = self.options
         pub = self.pub
         report = self.report
         match_id = report.match_id
         events_topic, state_topic = opts.topics.events(match_id), opts.topics.state(match_id)
+        ph = self.playhead
         # Timed: each match waits for its own event and state, so matches keep their schedules.
-        window = self.shared_window if opts.speed is None else asyncio.Semaphore(2)
-        sends: set[asyncio.Task[None]] = set()
+        timed = asyncio.Semaphore(2)
+
+        def window_of() -> asyncio.Semaphore:
+            return self.shared_window if ph.speed is None else timed
+
+        self.sends = set()
         self.unacked.clear()
         async with asyncio.TaskGroup() as tg:
             watcher = tg.create_task(pub.wait_lost()) if isinstance(pub, Reconnectable) else None
-            for i in range(index, len(self.events)):
-                offset = self.offsets[i]
-                deadline = self.t0 + offset - self.base
-                if opts.speed is not None:
-                    await self.clock.sleep_until(deadline)
-                late = self.clock.now() - deadline
+            i = index
+            while True:
+                turn = await self._turn(i, window_of, tg) if i < len(self.events) else None
+                if turn is None:
+                    if ph.state == "stopped" and self.next_index < len(self.events):
+                        self.stopped_early = True
+                    break
+                i = turn
+                deadline = ph.deadline(i)
+                late = self.clock.now() - deadline if ph.speed is not None else 0.0
                 event = self.events[i].model_copy(
                     update={
                         "run": report.run,
                         "emitted_at": self.wall_now(),
-                        "scheduled_at": self.wall0 + dt.timedelta(seconds=offset - self.base),
+                        "scheduled_at": self.wall0 + dt.timedelta(seconds=deadline - self.t0),
                     }
                 )
                 state = self.states[i]
                 resent = i < self.high_water
-                self.unacked[event.seq] = 2
                 self.next_index = i + 1
                 # One task per message, created in order: tasks start in creation order, so
                 # event N, state N, event N+1, ... reach the wire in that order even with many
                 # in flight, and the window bounds the messages awaiting acknowledgement.
+                window = window_of()
                 for topic, payload, retain, props in (
                     (events_topic, encode_event(event), False, _event_props(self.options, event)),
                     (state_topic, encode_state(state), True, _state_props(state)),
                 ):
                     await window.acquire()
-                    send = tg.create_task(
-                        self._send(window, event.seq, topic, payload, retain, props)
-                    )
-                    sends.add(send)
-                    send.add_done_callback(sends.discard)
+                    self._spawn(tg, window, event.seq, topic, payload, retain, props)
+                i += 1
                 if resent:
                     report.resent += 1
                     continue
-                self.high_water = i + 1
-                self.sent_index.append(i)
+                self.high_water = i
+                self.sent_index.append(i - 1)
                 self.sent_at.append(self.clock.now())
-                report.lateness_s.append(late if opts.speed is not None else 0.0)
+                report.lateness_s.append(late)
                 report.published += 1
                 report.first_seq = report.first_seq or event.seq
                 report.last_seq = event.seq
@@ -437,15 +664,16 @@ class _Run:
                         clock=event.clock.label,
                         score=state.scoreline,
                     )
-            if sends:  # every message of this match acknowledged
-                await asyncio.wait(sends)
+            if self.sends:  # every message of this match acknowledged
+                await asyncio.wait(self.sends)
             if watcher is not None:
                 watcher.cancel()
 
     async def _send(
         self,
         window: asyncio.Semaphore,
-        seq: int,
+        run: int,
+        seq: int | None,
         topic: str,
         payload: bytes,
         retain: bool,
@@ -455,6 +683,8 @@ class _Run:
             await self.pub.publish(topic, payload, qos=self.options.qos, retain=retain, props=props)
         finally:
             window.release()
+        if seq is None or run != self.report.run or seq not in self.unacked:
+            return  # a seek's state, or a message of a run a seek ended
         left = self.unacked[seq] - 1
         if left:
             self.unacked[seq] = left
