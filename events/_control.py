@@ -127,7 +127,9 @@ class MatchPlayback(_Frozen):
     match_id: MatchId
     state: PlaybackState
     speed: Speed
-    clock: MatchClock | None = Field(description="Clock of the last event published; None before")
+    clock: MatchClock | None = Field(
+        default=None, description="Clock of the last event published; absent before the first"
+    )
     run: RunId
     last_seq: int = Field(ge=0, description="Seq of the last event published in the run")
     since: AwareDatetime = Field(description="When the match entered its state (UTC)")

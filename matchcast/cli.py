@@ -527,6 +527,7 @@ def main() -> None:
 COMMAND_MODULES: tuple[str, ...] = (
     "matchcast.cmd_asyncapi",
     "matchcast.cmd_consume",
+    "matchcast.cmd_control",
     "matchcast.cmd_load",
     "matchcast.cmd_matches",
     "matchcast.cmd_web",
