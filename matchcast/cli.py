@@ -289,11 +289,11 @@ async def _demo(match: Match, options: ReplayOptions, console: Console) -> Match
 @app.command()
 def replay(
     match: Annotated[
-        str | None,
+        list[str] | None,
         typer.Argument(
             help="A match file (.yaml/.json), a bundled match name, sim:SEED, "
             "worldcup:2022\\[/final|/ARG-FRA|...], or a recording (.jsonl) made by the "
-            "recorder subscriber; default: semifinal."
+            "recorder subscriber; several are played at once; default: semifinal."
         ),
     ] = None,
     broker: BrokerOpt = None,
@@ -352,6 +352,14 @@ def replay(
             "default). Consumers drop what they already had. 0: only what was not acknowledged.",
         ),
     ] = RESEND_WINDOW_S,
+    one_after_another: Annotated[
+        bool,
+        typer.Option(
+            "--one-after-another",
+            help="Play the matches in sequence, not at once; `matchcast control` controls "
+            "the queue as a whole (stop ends it).",
+        ),
+    ] = False,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -360,7 +368,8 @@ def replay(
     if protocol not in ("auto", "5", "3.1.1"):
         _fail(f"--protocol must be auto, 5 or 3.1.1, not {protocol!r}", 2)
     url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
-    matches = _sources(match)
+    specs: list[str | None] = list(match) if match else [None]
+    matches = [m for spec in specs for m in _sources(spec)]
     recording = any(isinstance(m, Recording) for m in matches)
     options = ReplayOptions(
         speed=_speed(speed or ("1" if recording else "60")),
@@ -392,6 +401,7 @@ def replay(
                 replayer_id=replayer_id,
                 protocol=protocol,  # type: ignore[arg-type]
                 delays=delays,
+                one_after_another=one_after_another,
             ),
         )
     )

@@ -284,3 +284,47 @@ async def test_with_several_replayers_online_the_command_lists_them(
         for live in (first, second):
             await live.command("stop")
             await live.finish()
+
+
+async def test_one_after_another_plays_a_queue_in_order_and_stop_ends_it(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    second = resolve_matches("sim:7")[0]
+    order: list[tuple[str, str]] = []
+    async with MqttClient(mosquitto_url) as watcher, asyncio.timeout(60):
+        await watcher.subscribe(topics.events("+"))
+        reports = await run_replay(
+            [SEMI, second],
+            mosquitto_url,
+            ReplayOptions(speed=None, topics=topics),
+            replayer_id="ctl-queue",
+            one_after_another=True,
+        )
+        async for message in watcher.messages():
+            event = decode_event(message.payload)
+            order.append((event.match_id, event.type))
+            if (event.match_id, event.type) == (second.match_id, "full_time"):
+                break
+    assert [r.match_id for r in reports] == [SEMI.match_id, second.match_id]
+    first_end = order.index((SEMI.match_id, "full_time"))
+    assert {m for m, _ in order[: first_end + 1]} == {SEMI.match_id}
+    assert {m for m, _ in order[first_end + 1 :]} == {second.match_id}
+    # Stopped in the first match, the queue ends there.
+    live = _Live(mosquitto_url, topics, "ctl-queue-stop")
+    async with asyncio.timeout(60), asyncio.TaskGroup() as tg:
+        live.task = tg.create_task(
+            run_replay(
+                [SEMI, second],
+                mosquitto_url,
+                ReplayOptions(speed=60.0, topics=topics),
+                replayer_id=live.replayer_id,
+                one_after_another=True,
+                on_ready=live._ready,
+                clock=live.clock,
+            )
+        )
+        await live.ready.wait()
+        await live.until_seq(4)
+        assert (await live.command("stop")).state == "stopped"
+        await live.finish()
+    assert [r.match_id for r in live.task.result()] == [SEMI.match_id]
