@@ -50,7 +50,7 @@ RunId = Annotated[
 ]
 
 #: Version of the wire schema, ``MAJOR.MINOR``. See docs/wire-format.md for the rule.
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 MatchId = Annotated[
     str,
