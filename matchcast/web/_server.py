@@ -14,7 +14,12 @@ Routes:
 - ``GET /``: the page; ``GET /static/<file>``: its CSS, JS and icon (packaged, no CDN);
 - ``GET /api/matches``: the match list; ``GET /api/stats``: the hub's counters and latency;
 - ``GET /events?match=<id>``: the SSE stream of a match (see :mod:`matchcast.web._hub`); a
-  reconnecting browser sends ``Last-Event-ID`` and resumes after it.
+  reconnecting browser sends ``Last-Event-ID`` and resumes after it;
+- ``GET /api/control``: whether the page may control the replay (``matchcast web --control``);
+  ``POST /api/control``: a command from the page (``{"command": "seek", "minute": "85"}``),
+  checked here and handed to the :data:`ControlSender` (docs/control.md). Only with a JSON
+  content type (a form on another site cannot send one without a CORS preflight, which this
+  server never grants) and, when the browser says where it comes from, from this page's origin.
 """
 
 from __future__ import annotations
@@ -22,15 +27,25 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import typing
+from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 from importlib import resources
 from urllib.parse import parse_qs, urlsplit
 
 import structlog
+from pydantic_core import from_json
 
+from events import ControlAction, parse_minute
 from matchcast.web._hub import Client, Hub
 
-__all__ = ["WebServer"]
+__all__ = ["ControlSender", "WebServer"]
+
+#: Sends a checked command ``(action, argument, match)`` to the replayer; returns the HTTP status
+#: and the JSON body for the page: the reply, or ``{"error": ...}``.
+ControlSender = Callable[[str, str | None, str | None], Awaitable[tuple[int, dict[str, object]]]]
+_ACTIONS = frozenset(typing.get_args(ControlAction))
+_MAX_BODY = 1024
 
 _log = structlog.get_logger("matchcast.web")
 
@@ -80,9 +95,16 @@ class WebServer:
     """
 
     def __init__(
-        self, hub: Hub, host: str = "127.0.0.1", port: int = 8000, *, keepalive: float = 15.0
+        self,
+        hub: Hub,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        *,
+        keepalive: float = 15.0,
+        control: ControlSender | None = None,
     ) -> None:
         self.hub = hub
+        self.control = control
         self.host = host
         self.port = port
         self.keepalive = keepalive
@@ -128,6 +150,9 @@ class WebServer:
                 return
             method, target, headers = head
             url = urlsplit(target)
+            if method == "POST" and url.path == "/api/control":
+                await self._control(reader, writer, headers)
+                return
             if method not in ("GET", "HEAD") or (method == "HEAD" and url.path == "/events"):
                 await self._respond(writer, HTTPStatus.METHOD_NOT_ALLOWED, b"GET only\n")
                 return
@@ -169,6 +194,8 @@ class WebServer:
             content, ctype = self._json({"matches": self.hub.matches()})
         elif path == "/api/stats":
             content, ctype = self._json(self.hub.stats.as_dict())
+        elif path == "/api/control":
+            content, ctype = self._json({"enabled": self.control is not None})
         else:
             await self._respond(writer, HTTPStatus.NOT_FOUND, b"not found\n")
             return
@@ -194,6 +221,42 @@ class WebServer:
         ).encode()
         writer.write(head + _SECURITY + b"\r\n" + (content if body else b""))
         await writer.drain()
+
+    # ------------------------------------------------------------ control
+
+    async def _control(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, headers: dict[str, str]
+    ) -> None:
+        """A command from the page: bounded, checked, then sent on to the replayer."""
+        status, body = await self._control_result(reader, headers)
+        if status != HTTPStatus.OK:
+            _log.info("control.refused", status=status, reason=body.get("error"))
+        content, ctype = self._json(body)
+        await self._respond(writer, HTTPStatus(status), content, ctype)
+
+    async def _control_result(
+        self, reader: asyncio.StreamReader, headers: dict[str, str]
+    ) -> tuple[int, dict[str, object]]:
+        if self.control is None:
+            return HTTPStatus.FORBIDDEN, {"error": "read-only: start matchcast web --control"}
+        if headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            return HTTPStatus.UNSUPPORTED_MEDIA_TYPE, {"error": "send application/json"}
+        origin = headers.get("origin")
+        if origin is not None and origin != f"http://{headers.get('host', '')}":
+            return HTTPStatus.FORBIDDEN, {"error": "commands come from this page only"}
+        length = headers.get("content-length", "")
+        if not length.isdigit() or int(length) > _MAX_BODY:
+            return HTTPStatus.REQUEST_ENTITY_TOO_LARGE, {"error": f"at most {_MAX_BODY} bytes"}
+        async with asyncio.timeout(_HEAD_TIMEOUT):
+            raw = await reader.readexactly(int(length))
+        try:
+            data = from_json(raw, allow_inf_nan=False)
+        except ValueError:
+            return HTTPStatus.BAD_REQUEST, {"error": "not JSON"}
+        checked = _check_command(data)
+        if isinstance(checked, str):
+            return HTTPStatus.BAD_REQUEST, {"error": checked}
+        return await self.control(*checked)
 
     # ------------------------------------------------------------ the SSE stream
 
@@ -242,3 +305,33 @@ class WebServer:
             for f in frames:
                 if f.seq is not None:
                     self.hub.sent(f, now)
+
+
+def _check_command(data: object) -> tuple[str, str | None, str | None] | str:
+    """``(action, argument, match)`` from the page's JSON, or what is wrong with it."""
+    if not isinstance(data, dict) or not set(data) <= {"command", "minute", "speed", "match"}:
+        return "expected {command, minute?, speed?, match?}"
+    action = data.get("command")
+    if action not in _ACTIONS:
+        return f"command must be one of {', '.join(sorted(_ACTIONS))}"
+    match = data.get("match")
+    if match is not None and (not isinstance(match, str) or not _MATCH_ID.match(match)):
+        return "bad match id"
+    argument: str | None = None
+    if action == "seek":
+        minute = data.get("minute")
+        if not isinstance(minute, str | int) or isinstance(minute, bool):
+            return "seek needs a minute"
+        try:
+            argument = parse_minute(str(minute)).label.rstrip("'")
+        except ValueError as err:
+            return str(err)
+    elif action == "speed":
+        speed = data.get("speed")
+        if speed == "max":
+            argument = "max"
+        elif isinstance(speed, int | float) and not isinstance(speed, bool) and 0 < speed <= 1e6:
+            argument = f"{speed:g}"
+        else:
+            return "speed must be above 0, or 'max'"
+    return str(action), argument, match
