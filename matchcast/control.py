@@ -71,7 +71,7 @@ async def find_replayers(
     receives)."""
     await client.subscribe(topics.status("+"), qos=1)
     found: dict[str, ReplayerStatus] = {}
-    timeout = 2.0  # the first retained message; the broker sends them all at once after
+    timeout = 3.0  # for the first retained message; the broker sends the rest right after
     while True:
         try:
             async with asyncio.timeout(timeout):

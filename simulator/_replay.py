@@ -313,7 +313,7 @@ class Replayer:
         if command.match is None and state is not None and self.state not in ("stopped", state):
             self.state, self.since = state, wall
         for run in live:
-            run.wake.set()
+            run.interrupt()
         if self.on_change is not None:
             self.on_change()
         return None
@@ -461,6 +461,7 @@ class _Run:
         self.playhead = playhead
         #: Set by :meth:`Replayer.control` after a change, to wake the loop's wait.
         self.wake = asyncio.Event()
+        self._sleep: asyncio.Timeout | None = None  # the wait a change interrupts
         self.begin = playhead.next_index
         self.finished = False
         self.stopped_early = False
@@ -503,22 +504,28 @@ class _Run:
             since=ph.since,
         )
 
+    def interrupt(self) -> None:
+        """A control change: wake the loop's wait now (called from another task)."""
+        self.wake.set()
+        if self._sleep is not None:
+            self._sleep.reschedule(asyncio.get_running_loop().time())
+
     async def _wait(self, deadline: float | None) -> bool:
-        """Wait for ``deadline`` (None: forever) or a control change; True if the deadline
-        came with no change."""
+        """Wait for ``deadline`` (None: until a control change); True if it came with no
+        change. The wait runs in this task, in a timeout a change moves to now: no task per
+        event, so the schedule's lateness stays what the clock gives."""
         version = self.playhead.version
-        waits: list[asyncio.Task[None] | asyncio.Task[bool]] = [
-            asyncio.ensure_future(self.wake.wait())
-        ]
-        if deadline is not None:
-            waits.append(asyncio.ensure_future(self.clock.sleep_until(deadline)))
         try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            async with asyncio.timeout(None) as self._sleep:
+                if deadline is None:
+                    await self.wake.wait()
+                else:
+                    await self.clock.sleep_until(deadline)
+        except TimeoutError:
+            return False  # interrupted by a change
         finally:
-            for task in waits:
-                task.cancel()
-            await asyncio.gather(*waits, return_exceptions=True)
-        return self.playhead.version == version and deadline is not None
+            self._sleep = None
+        return deadline is not None and self.playhead.version == version
 
     async def _turn(
         self, index: int, window_of: Callable[[], asyncio.Semaphore], tg: asyncio.TaskGroup
