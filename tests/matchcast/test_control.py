@@ -328,3 +328,17 @@ async def test_one_after_another_plays_a_queue_in_order_and_stop_ends_it(
         assert (await live.command("stop")).state == "stopped"
         await live.finish()
     assert [r.match_id for r in live.task.result()] == [SEMI.match_id]
+
+
+async def test_a_command_nobody_answers_says_so(mosquitto_url: BrokerURL, topics: Topics) -> None:
+    """A replayer that says it is online but never answers (a dead one whose will did not
+    come, or a command the broker dropped over MQTT 3.1.1): a clear error, not a hang."""
+    ghost = (
+        b'{"status": "online", "replayer_id": "ghost", "matches": [], "at": "2026-07-15T19:00:00Z"}'
+    )
+    async with MqttClient(mosquitto_url) as client:
+        await client.publish(topics.status("ghost"), ghost, qos=1, retain=True)
+    with pytest.raises(ControlError, match=r"no answer from replayer 'ghost' within 0.5s"):
+        await send_command(mosquitto_url, "pause", topics=topics, reply_timeout=0.5)
+    async with MqttClient(mosquitto_url) as client:  # leave no retained message behind
+        await client.publish(topics.status("ghost"), b"", qos=1, retain=True)
