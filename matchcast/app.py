@@ -7,9 +7,10 @@ CLI's job (see :mod:`matchcast.cli`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
 import structlog
@@ -73,9 +74,18 @@ class ControlService:
     """
 
     def __init__(
-        self, client: MqttClient, replayer: Replayer, replayer_id: str, topics: Topics
+        self,
+        client: MqttClient,
+        replayer: Replayer,
+        replayer_id: str,
+        topics: Topics,
+        say_status: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.client = client
+        self.say_status = say_status
+        #: Held while a command is answered, so a replay that the command ended (``stop``)
+        #: still sends the reply before the service is cancelled.
+        self.busy = asyncio.Lock()
         self.replayer = replayer
         self.replayer_id = replayer_id
         self.topics = topics
@@ -144,20 +154,35 @@ class ControlService:
             return None
         return reply_topic, encode_control(self.reply(command.request_id, error))
 
+    async def _answer(self, payload: bytes, topic: str) -> None:
+        answer = self.handle(payload, topic)
+        if self.say_status is not None:
+            # The retained status says the new state before the reply does.
+            await self.say_status()
+        if answer is not None:
+            await self.client.publish(answer[0], answer[1], qos=1, props=MessageProps(CONTENT_TYPE))
+
     async def serve(self) -> None:
         """Take commands until cancelled; after a lost connection, wait for the reconnect."""
         while True:
             try:
                 async for message in self.client.messages():
-                    answer = self.handle(message.payload, message.topic)
-                    if answer is not None:
-                        await self.client.publish(
-                            answer[0], answer[1], qos=1, props=MessageProps(CONTENT_TYPE)
-                        )
+                    async with self.busy:
+                        await self._answer(message.payload, message.topic)
             except BrokerError as err:
                 _log.info("control.paused_by_connection", reason=err.reason)
                 self.reconnected.clear()
                 await self.reconnected.wait()
+
+
+async def _stop_helpers(service: ControlService, helpers: Sequence[asyncio.Task[None]]) -> None:
+    """Cancel the control service and the status task once the command being answered (a
+    ``stop``'s reply) is out, or after 5 s."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(5), service.busy:
+            pass
+    for helper in helpers:  # no await since the lock: no command started in between
+        helper.cancel()
 
 
 async def _play(
@@ -264,7 +289,9 @@ async def run_replay(
         )
         replayer = Replayer(client, options, clock=clock)
         replayer.on_change = dirty.set
-        service = ControlService(client, replayer, replayer_id, topics)
+        service = ControlService(
+            client, replayer, replayer_id, topics, say_status=lambda: say_status(client)
+        )
         await announce(client)
         if on_ready is not None:
             on_ready(replayer)
@@ -277,8 +304,7 @@ async def run_replay(
                 try:
                     reports = await _play(replayer, matches, waits, one_after_another)
                 finally:
-                    for helper in helpers:
-                        helper.cancel()
+                    await _stop_helpers(service, helpers)
         finally:
             # Best effort: on a dead connection the will says offline instead.
             try:

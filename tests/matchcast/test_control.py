@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from consumers import Runner, Subscriber
-from events import Event, Goal, MatchState, Topics, decode_event, decode_state
+from events import Event, Goal, MatchState, Message, Topics, decode_event, decode_state
 from matchcast.app import run_replay, run_watch
-from matchcast.control import ControlError, send_command
+from matchcast.control import ControlError, find_replayers, send_command
 from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.status import ReplayerStatus
 from simulator import Replayer, ReplayOptions, expand, resolve_matches, wall_offsets
 from tests._fakes import ManualClock
 
@@ -107,6 +108,23 @@ class _Live:
         )
 
 
+async def _statuses(url: BrokerURL, topics: Topics) -> dict[str, ReplayerStatus]:
+    """The retained statuses of the replayers online, as a newcomer reads them."""
+    inbox: asyncio.Queue[Message] = asyncio.Queue()
+    async with MqttClient(url) as client:
+
+        async def pump() -> None:
+            async for message in client.messages():
+                inbox.put_nowait(message)
+
+        reader = asyncio.ensure_future(pump())
+        try:
+            return await find_replayers(client, topics, inbox)
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+
+
 def _at(event: Event) -> dt.datetime:
     assert event.scheduled_at is not None
     return event.scheduled_at
@@ -126,6 +144,9 @@ async def test_pause_holds_the_stream_and_a_speed_change_re_spaces_it(
             live.clock.advance(due - 0.25)
             paused = await live.command("pause")
             assert (paused.state, paused.matches[0].state) == ("paused", "paused")
+            retained = (await _statuses(mosquitto_url, topics))["ctl-pause"]
+            assert (retained.state, retained.speed) == ("paused", 60.0)
+            assert [(p.state, p.last_seq) for p in retained.playback] == [("paused", 10)]
             live.clock.advance(due + 600.0)  # every old deadline passes during the pause
             status = await live.command("status")
             assert status.matches[0].last_seq == 10  # nothing was scheduled while paused
