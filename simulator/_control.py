@@ -20,12 +20,13 @@ wakes on changes; tests drive it with plain numbers.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from events import Event, MatchClock, PlaybackState
+from events import ControlCommand, Event, MatchClock, PlaybackState
 
-__all__ = ["Playhead", "SeekError", "seek_index"]
+__all__ = ["Controlled", "Playback", "Playhead", "SeekError", "apply_command", "seek_index"]
 
 #: Wall offsets of every event at a speed (None: maximum speed, all zeros).
 OffsetsAt = Callable[[float | None], Sequence[float]]
@@ -155,3 +156,95 @@ class Playhead:
         self.paused_at = None
         self._changed("stopped", wall)
         return True
+
+
+class Controlled(Protocol):
+    """One match of a replayer, as a command sees it."""
+
+    @property
+    def playhead(self) -> Playhead:
+        """Its schedule and state."""
+        ...
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """Its events, in order."""
+        ...
+
+    @property
+    def finished(self) -> bool:
+        """Its replay is over: commands leave it alone."""
+        ...
+
+    def interrupt(self) -> None:
+        """Wake the match's replay loop: its playhead changed."""
+        ...
+
+
+class Playback(Protocol):
+    """The replayer as a whole: what a command without ``match`` changes, and what a match
+    started later begins with."""
+
+    state: PlaybackState
+    speed: float | None
+    since: dt.datetime
+
+
+#: The replayer's state after a command for all its matches.
+_STATE_AFTER: dict[str, PlaybackState] = {"pause": "paused", "resume": "playing", "stop": "stopped"}
+
+
+def apply_command(
+    whole: Playback,
+    runs: Mapping[str, Controlled],
+    command: ControlCommand,
+    now: float,
+    wall: dt.datetime,
+) -> str | None:
+    """Apply ``command`` to ``runs`` (all, or its ``match``) at monotonic ``now`` and wall time
+    ``wall``; None when done, else why it was refused, with nothing changed."""
+    if command.match is not None:
+        run = runs.get(command.match)
+        if run is None:
+            known = ", ".join(runs) or "none yet"
+            return f"no match {command.match!r} on this replayer (matches: {known})"
+        targets = [run]
+    else:
+        targets = list(runs.values())
+    live = [r for r in targets if not r.finished]
+    match command.command:
+        case "status":
+            return None
+        case "seek":
+            target = command.target
+            assert target is not None  # the model checked it
+            if not live:
+                return "no match is playing to seek in"
+            try:
+                indices = [(r, seek_index(r.events, target)) for r in live]
+            except SeekError as err:
+                return str(err)
+            for run, index in indices:
+                run.playhead.seek(index, wall)
+        case "pause":
+            for run in live:
+                run.playhead.pause(now, wall)
+        case "resume":
+            for run in live:
+                run.playhead.resume(now, wall)
+        case "speed":
+            speed = None if command.speed == "max" else command.speed
+            assert not isinstance(speed, str)
+            for run in live:
+                run.playhead.set_speed(speed, now, wall)
+            if command.match is None:
+                whole.speed = speed
+        case "stop":
+            for run in live:
+                run.playhead.stop(wall)
+    state = _STATE_AFTER.get(command.command)
+    if command.match is None and state is not None and whole.state not in ("stopped", state):
+        whole.state, whole.since = state, wall
+    for run in live:
+        run.interrupt()
+    return None

@@ -54,7 +54,7 @@ from events import (
     encode_event,
     encode_state,
 )
-from simulator._control import Playhead, SeekError, seek_index
+from simulator._control import Playhead, apply_command
 from simulator._matchfile import Match
 from simulator._recording import Recording
 from simulator._timeline import Scheduled, expand, state_before
@@ -223,14 +223,6 @@ def _plan(
     return initial, [item.event for item in stream], states, offsets_at
 
 
-#: The replayer's state after a command for all its matches.
-_STATE_AFTER: dict[str, PlaybackState] = {
-    "pause": "paused",
-    "resume": "playing",
-    "stop": "stopped",
-}
-
-
 class Replayer:
     """Publishes matches through a :class:`~events.Publisher` on schedule."""
 
@@ -269,54 +261,10 @@ class Replayer:
 
         Without ``command.match`` it applies to every match, and to those started later.
         """
-        if command.match is not None:
-            run = self.runs.get(command.match)
-            if run is None:
-                known = ", ".join(self.runs) or "none yet"
-                return f"no match {command.match!r} on this replayer (matches: {known})"
-            targets = [run]
-        else:
-            targets = list(self.runs.values())
-        live = [r for r in targets if not r.finished]
-        now, wall = self.clock.now(), self.wall_now()
-        match command.command:
-            case "status":
-                return None
-            case "seek":
-                target = command.target
-                assert target is not None  # the model checked it
-                if not live:
-                    return "no match is playing to seek in"
-                try:
-                    indices = [(r, seek_index(r.events, target)) for r in live]
-                except SeekError as err:
-                    return str(err)
-                for run, index in indices:
-                    run.playhead.seek(index, wall)
-            case "pause":
-                for run in live:
-                    run.playhead.pause(now, wall)
-            case "resume":
-                for run in live:
-                    run.playhead.resume(now, wall)
-            case "speed":
-                speed = None if command.speed == "max" else command.speed
-                assert not isinstance(speed, str)
-                for run in live:
-                    run.playhead.set_speed(speed, now, wall)
-                if command.match is None:
-                    self.speed = speed
-            case "stop":
-                for run in live:
-                    run.playhead.stop(wall)
-        state = _STATE_AFTER.get(command.command)
-        if command.match is None and state is not None and self.state not in ("stopped", state):
-            self.state, self.since = state, wall
-        for run in live:
-            run.interrupt()
-        if self.on_change is not None:
+        error = apply_command(self, self.runs, command, self.clock.now(), self.wall_now())
+        if error is None and self.on_change is not None:
             self.on_change()
-        return None
+        return error
 
     def _playhead(
         self, offsets_at: OffsetsAt, begin: int, t0: float, wall0: dt.datetime
