@@ -180,9 +180,17 @@ async def _stop_helpers(service: ControlService, helpers: Sequence[asyncio.Task[
     ``stop``'s reply) is out, or after 5 s."""
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(5), service.busy:
-            pass
-    for helper in helpers:  # no await since the lock: no command started in between
-        helper.cancel()
+            for helper in helpers:
+                helper.cancel()
+    # A cancel that lands as a publish completes can be lost in asyncio.wait_for (Python
+    # < 3.12, which aiomqtt uses): the task then waits forever, and so would the TaskGroup.
+    pending = {h for h in helpers if not h.done()}
+    for _ in range(20):
+        if not pending:
+            break
+        _done, pending = await asyncio.wait(pending, timeout=0.5)
+        for helper in pending:
+            helper.cancel()
 
 
 async def _play(
