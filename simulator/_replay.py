@@ -438,9 +438,10 @@ class _Run:
         return first
 
     def playback(self) -> MatchPlayback:
-        """Where this match is, for the status and the replies."""
+        """Where this match is, for the status and the replies (after a seek the loop has
+        not taken yet: where it goes)."""
         ph = self.playhead
-        sent = self.next_index - 1
+        sent = (ph.seek_to if ph.seek_to is not None else self.next_index) - 1
         event = self.events[sent] if 0 <= sent < len(self.events) else None
         return MatchPlayback(
             match_id=self.report.match_id,
