@@ -7,6 +7,7 @@ attributes, with a message a person can act on::
      ├── DecodeError              bytes on a topic that are not a valid event or state
      │    ├── UnsupportedVersionError  a payload from a schema version this build cannot read
      │    └── UnknownEventTypeError    a newer minor's event of a type this build does not know
+     ├── ControlCommandError      a control command (or reply) that cannot be read
      ├── MatchFileError           a match file that cannot be read or fails validation
      └── BrokerError              the broker cannot be reached or refused us
           ├── ConnectionLostError a working connection went away (reconnecting may help)
@@ -24,6 +25,7 @@ from pathlib import Path
 __all__ = [
     "BrokerError",
     "ConnectionLostError",
+    "ControlCommandError",
     "DecodeError",
     "MatchFileError",
     "MatchcastError",
@@ -104,6 +106,31 @@ class UnknownEventTypeError(DecodeError):
             topic=topic,
             payload=payload,
         )
+
+
+class ControlCommandError(MatchcastError):
+    """A control command that is not one: too large, not JSON, or not a valid command.
+
+    Attributes:
+        reason: what is wrong, for the error reply and the log.
+        topic: where it arrived.
+        request_id: the command's request id, when it could be read.
+        reply_to: the topic to answer on, when it could be read.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        topic: str = "",
+        request_id: str | None = None,
+        reply_to: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.topic = topic
+        self.request_id = request_id
+        self.reply_to = reply_to
+        super().__init__(f"control command on {topic or '?'}: {reason}")
 
 
 class MatchFileError(MatchcastError):

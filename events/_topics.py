@@ -5,6 +5,8 @@ Under a root (default ``matchcast``)::
     {root}/matches/{match_id}/events     every event, in seq order      QoS 1, not retained
     {root}/matches/{match_id}/state      MatchState after each event    QoS 1, retained
     {root}/replayers/{replayer_id}/status  online/offline (last will)   QoS 1, retained
+    {root}/replayers/{replayer_id}/control   commands to the replayer     QoS 1, not retained
+    {root}/replayers/{replayer_id}/replies/{request_id}  its answers     QoS 1, not retained
     {root}/deadletter/{consumer}         messages a consumer rejected   QoS 1, not retained
     {root}/consumers/{consumer}/state/{match_id}  a consumer's own final state, retained
 """
@@ -17,7 +19,7 @@ from typing import Literal
 __all__ = ["DEFAULT_ROOT", "TopicKind", "Topics"]
 
 DEFAULT_ROOT = "matchcast"
-TopicKind = Literal["events", "state", "status"]
+TopicKind = Literal["events", "state", "status", "control", "reply"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,14 @@ class Topics:
         """The retained online/offline status topic of a replayer."""
         return f"{self.root}/replayers/{replayer_id}/status"
 
+    def control(self, replayer_id: str = "+") -> str:
+        """Where a replayer takes commands (pause, seek, ...); only operators may publish."""
+        return f"{self.root}/replayers/{replayer_id}/control"
+
+    def reply(self, replayer_id: str = "+", request_id: str = "+") -> str:
+        """Where a replayer answers the command with ``request_id``."""
+        return f"{self.root}/replayers/{replayer_id}/replies/{request_id}"
+
     def deadletter(self, consumer: str = "+") -> str:
         """Where a consumer puts a copy of each message it rejected, with the reason."""
         return f"{self.root}/deadletter/{consumer}"
@@ -63,6 +73,8 @@ class Topics:
         if len(parts) == 3 and parts[0] == "matches" and parts[2] in ("events", "state"):
             kind: TopicKind = "events" if parts[2] == "events" else "state"
             return kind, parts[1]
-        if len(parts) == 3 and parts[0] == "replayers" and parts[2] == "status":
-            return "status", parts[1]
+        if len(parts) == 3 and parts[0] == "replayers" and parts[2] in ("status", "control"):
+            return ("status" if parts[2] == "status" else "control"), parts[1]
+        if len(parts) == 4 and parts[0] == "replayers" and parts[2] == "replies":
+            return "reply", parts[1]
         return None

@@ -7,9 +7,10 @@ CLI's job (see :mod:`matchcast.cli`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import structlog
@@ -19,19 +20,23 @@ from events import (
     CONTENT_TYPE,
     BrokerError,
     ConnectionLostError,
+    ControlCommandError,
+    ControlReply,
     MatchState,
     MessageProps,
     Topics,
+    decode_command,
+    encode_control,
 )
 from matchcast.mqtt import BrokerURL, MqttClient, Protocol, WillSpec
 from matchcast.options import ClientKind
 from matchcast.status import ReplayerStatus
-from simulator import Match, Recording, Replayer, ReplayOptions, ReplayReport
+from simulator import Clock, Match, Recording, Replayer, ReplayOptions, ReplayReport
 
 if TYPE_CHECKING:
     from matchcast.fastmqtt import FastClient
 
-__all__ = ["mqtt_client", "run_replay", "run_watch", "status_payload"]
+__all__ = ["ControlService", "mqtt_client", "run_replay", "run_watch", "status_payload"]
 
 _log = structlog.get_logger("matchcast.app")
 
@@ -53,16 +58,182 @@ def mqtt_client(
 
 
 def status_payload(
-    replayer_id: str, status: Literal["online", "offline"], matches: Sequence[str] = ()
+    replayer_id: str,
+    status: Literal["online", "offline"],
+    matches: Sequence[str] = (),
+    replayer: Replayer | None = None,
 ) -> bytes:
-    """The retained status message of a replayer: ``{"status": "online", ...}``."""
+    """The retained status message of a replayer: ``{"status": "online", ...}``, with its
+    playback when ``replayer`` is given."""
+    extra = {}
+    if replayer is not None:
+        extra = {
+            "state": replayer.state,
+            "speed": "max" if replayer.speed is None else replayer.speed,
+            "since": replayer.since,
+            "playback": replayer.playback(),
+        }
     body = ReplayerStatus(
-        status=status, replayer_id=replayer_id, matches=list(matches), at=dt.datetime.now(dt.UTC)
+        status=status,
+        replayer_id=replayer_id,
+        matches=list(matches),
+        at=dt.datetime.now(dt.UTC),
+        **extra,
     )
-    return body.model_dump_json().encode()
+    return body.model_dump_json(exclude_none=True).encode()
 
 
-async def run_replay(
+class ControlService:
+    """Takes a replayer's commands from its control topic and answers on their reply topic.
+
+    A command that is not one (not JSON, nested too deep, too large, unknown) costs that
+    command only: an error reply where its reply topic could be read, a log line, and the
+    replayer goes on. A reply goes only to ``{root}/replayers/{replayer_id}/replies/{id}``:
+    a command cannot make the replayer publish anywhere else.
+    """
+
+    def __init__(
+        self,
+        client: MqttClient,
+        replayer: Replayer,
+        replayer_id: str,
+        topics: Topics,
+        say_status: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.client = client
+        self.say_status = say_status
+        #: Held while a command is answered, so a replay that the command ended (``stop``)
+        #: still sends the reply before the service is cancelled.
+        self.busy = asyncio.Lock()
+        self.replayer = replayer
+        self.replayer_id = replayer_id
+        self.topics = topics
+        self.reconnected = asyncio.Event()
+        self._reply_prefix = topics.reply(replayer_id, "")
+
+    def _reply_topic(self, reply_to: str | None) -> str | None:
+        if reply_to is None or not reply_to.startswith(self._reply_prefix):
+            return None
+        rest = reply_to[len(self._reply_prefix) :]
+        if not rest or len(rest) > 64 or any(c in rest for c in "/+#\x00"):
+            return None
+        return reply_to
+
+    def reply(self, request_id: str, error: str | None) -> ControlReply:
+        """The answer to a command, with the replayer's playback after it."""
+        r = self.replayer
+        return ControlReply(
+            request_id=request_id[:64],
+            ok=error is None,
+            error=error,
+            replayer_id=self.replayer_id,
+            state=r.state,
+            speed="max" if r.speed is None else r.speed,
+            matches=r.playback(),
+        )
+
+    def handle(self, payload: bytes, topic: str) -> tuple[str, bytes] | None:
+        """Apply one command: ``(reply topic, reply)``, or None when there is nowhere to answer."""
+        log = _log.bind(replayer_id=self.replayer_id)
+        try:
+            command = decode_command(payload, topic=topic)
+        except ControlCommandError as err:
+            log.warning(
+                "control.rejected", reason=err.reason, request_id=err.request_id, size=len(payload)
+            )
+            reply_topic = self._reply_topic(err.reply_to)
+            if reply_topic is None:
+                return None
+            return reply_topic, encode_control(self.reply(err.request_id or "", err.reason))
+        reply_topic = self._reply_topic(command.reply_to)
+        try:
+            error = self.replayer.control(command)
+        except Exception as exc:
+            log.exception("control.failed", request_id=command.request_id)
+            error = f"internal error: {type(exc).__name__}"
+        if error is None:
+            log.info(
+                "control.applied",
+                command=command.command,
+                match_id=command.match,
+                minute=command.minute,
+                speed=command.speed,
+                request_id=command.request_id,
+            )
+        else:
+            log.warning(
+                "control.refused",
+                command=command.command,
+                reason=error,
+                request_id=command.request_id,
+            )
+        if reply_topic is None:
+            if command.reply_to is not None:
+                log.warning("control.reply_refused", reply_to=command.reply_to[:128])
+            return None
+        return reply_topic, encode_control(self.reply(command.request_id, error))
+
+    async def _answer(self, payload: bytes, topic: str) -> None:
+        answer = self.handle(payload, topic)
+        if self.say_status is not None:
+            # The retained status says the new state before the reply does.
+            await self.say_status()
+        if answer is not None:
+            await self.client.publish(answer[0], answer[1], qos=1, props=MessageProps(CONTENT_TYPE))
+
+    async def serve(self) -> None:
+        """Take commands until cancelled; after a lost connection, wait for the reconnect."""
+        while True:
+            try:
+                async for message in self.client.messages():
+                    async with self.busy:
+                        await self._answer(message.payload, message.topic)
+            except BrokerError as err:
+                _log.info("control.paused_by_connection", reason=err.reason)
+                self.reconnected.clear()
+                await self.reconnected.wait()
+
+
+async def _stop_helpers(service: ControlService, helpers: Sequence[asyncio.Task[None]]) -> None:
+    """Cancel the control service and the status task once the command being answered (a
+    ``stop``'s reply) is out, or after 5 s."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(5), service.busy:
+            for helper in helpers:
+                helper.cancel()
+    # A cancel that lands as a publish completes can be lost in asyncio.wait_for (Python
+    # < 3.12, which aiomqtt uses): the task then waits forever, and so would the TaskGroup.
+    pending = {h for h in helpers if not h.done()}
+    for _ in range(20):
+        if not pending:
+            break
+        _done, pending = await asyncio.wait(pending, timeout=0.5)
+        for helper in pending:
+            helper.cancel()
+
+
+async def _play(
+    replayer: Replayer,
+    matches: Sequence[Match | Recording],
+    waits: Sequence[float],
+    one_after_another: bool,
+) -> list[ReplayReport]:
+    """Replay ``matches`` at once, or in sequence until a ``stop``."""
+    if one_after_another:
+        reports = []
+        for m, d in zip(matches, waits, strict=True):
+            if replayer.state == "stopped":
+                break
+            reports.append(await replayer.run(m, delay_s=d))
+        return reports
+    async with asyncio.TaskGroup() as tg:
+        tasks = [
+            tg.create_task(replayer.run(m, delay_s=d)) for m, d in zip(matches, waits, strict=True)
+        ]
+    return [t.result() for t in tasks]
+
+
+async def run_replay(  # noqa: PLR0915 - connection, status, control service and queue, in order
     matches: Sequence[Match | Recording],
     url: BrokerURL | Sequence[BrokerURL],
     options: ReplayOptions,
@@ -71,6 +242,9 @@ async def run_replay(
     protocol: Protocol = "auto",
     max_outage: float = 300.0,
     delays: Sequence[float] | None = None,
+    one_after_another: bool = False,
+    on_ready: Callable[[Replayer], None] | None = None,
+    clock: Clock | None = None,
 ) -> list[ReplayReport]:
     """Replay ``matches`` (match files or recordings) concurrently onto the broker at ``url``
     (or the first of a list of brokers that answers; the others are failed over to).
@@ -80,6 +254,11 @@ async def run_replay(
     replay resumes at the first event the broker had not acknowledged; after ``max_outage``
     seconds without a broker it gives up with :class:`events.BrokerError`. ``delays`` holds
     wall seconds to wait before each match starts (see :func:`simulator.kickoff_delays`).
+
+    The replayer takes commands on its control topic (docs/control.md) and publishes its
+    status again on every change. ``one_after_another`` plays the matches in sequence
+    instead of at once; a ``stop`` then ends the whole queue. ``on_ready`` is called with
+    the replayer once it listens for commands. ``clock`` replaces the monotonic clock (tests).
     """
     if delays is not None and len(delays) != len(matches):
         raise ValueError(f"{len(delays)} delays for {len(matches)} matches")
@@ -90,14 +269,34 @@ async def run_replay(
     will = WillSpec(topics.status(replayer_id), status_payload(replayer_id, "offline", ids))
     props = MessageProps(content_type=CONTENT_TYPE)
 
-    async def announce(client: MqttClient) -> None:
+    replayer: Replayer | None = None
+    service: ControlService | None = None
+    dirty = asyncio.Event()
+
+    async def say_status(client: MqttClient) -> None:
         await client.publish(
             topics.status(replayer_id),
-            status_payload(replayer_id, "online", ids),
+            status_payload(replayer_id, "online", ids, replayer),
             qos=1,
             retain=True,
             props=props,
         )
+
+    async def announce(client: MqttClient) -> None:
+        await client.subscribe(topics.control(replayer_id), qos=1)
+        await say_status(client)
+        if service is not None:
+            service.reconnected.set()
+
+    async def publish_status(client: MqttClient) -> None:
+        """Publish the status again after each change (changes in a burst: once)."""
+        while True:
+            await dirty.wait()
+            dirty.clear()
+            try:
+                await say_status(client)
+            except BrokerError as err:  # the reconnect announces the status anew
+                _log.debug("replayer.status_not_published", reason=err.reason)
 
     async def announce_again(client: MqttClient) -> None:
         # After a failover the status is best effort: a node whose retained store is still
@@ -126,21 +325,31 @@ async def run_replay(
             protocol=client.protocol_version,
             replayer_id=replayer_id,
         )
+        replayer = Replayer(client, options, clock=clock)
+        replayer.on_change = dirty.set
+        service = ControlService(
+            client, replayer, replayer_id, topics, say_status=lambda: say_status(client)
+        )
         await announce(client)
-        replayer = Replayer(client, options)
+        if on_ready is not None:
+            on_ready(replayer)
         try:
             async with asyncio.TaskGroup() as tg:
-                tasks = [
-                    tg.create_task(replayer.run(m, delay_s=d))
-                    for m, d in zip(matches, waits, strict=True)
+                helpers = [
+                    tg.create_task(service.serve()),
+                    tg.create_task(publish_status(client)),
                 ]
+                try:
+                    reports = await _play(replayer, matches, waits, one_after_another)
+                finally:
+                    await _stop_helpers(service, helpers)
         finally:
             # Best effort: on a dead connection the will says offline instead.
             try:
                 await asyncio.wait_for(
                     client.publish(
                         topics.status(replayer_id),
-                        status_payload(replayer_id, "offline", ids),
+                        status_payload(replayer_id, "offline", ids, replayer),
                         qos=1,
                         retain=True,
                         props=props,
@@ -149,7 +358,7 @@ async def run_replay(
                 )
             except Exception:  # a CancelledError still propagates
                 _log.debug("replayer.offline_not_published", replayer_id=replayer_id)
-        return [t.result() for t in tasks]
+        return reports
 
 
 async def run_watch(

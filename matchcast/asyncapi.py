@@ -29,17 +29,27 @@ from events import (
     CONTENT_TYPE,
     SCHEMA_VERSION,
     BaseEvent,
+    ControlCommand,
+    ControlReply,
     EventAdapter,
     MatchState,
     TopicKind,
     Topics,
+    encode_control,
     encode_event,
     encode_state,
 )
 from matchcast.channels import CHANNELS, ChannelSpec
 from matchcast.mqtt import MqttClient
 from matchcast.status import ReplayerStatus
-from matchcast.wire_examples import EVENT_TYPES, example_events, example_state, example_status
+from matchcast.wire_examples import (
+    EVENT_TYPES,
+    example_command,
+    example_events,
+    example_reply,
+    example_state,
+    example_status,
+)
 
 __all__ = [
     "ASYNCAPI_VERSION",
@@ -78,6 +88,10 @@ def _parameters() -> dict[str, dict[str, Any]]:
             "description": "A consumer's name: `Runner(name=...)` for its dead letters, "
             "`--consumer-id` of `matchcast load-consumer` for its reported states.",
             "examples": ["scoreboard"],
+        },
+        "request_id": {
+            "description": "The command's `request_id`, chosen by its sender.",
+            "examples": [example_command().request_id],
         },
         "replayer_id": {
             "description": "The replayer's id, `--replayer-id` (default `replayer-` and 8 hex "
@@ -144,7 +158,7 @@ def component_schemas() -> dict[str, Any]:
     )
     for name, schema in defs.items():
         _add(schemas, name, _walk_refs(schema, rename))
-    for model in (MatchState, ReplayerStatus, DeadLetter):
+    for model in (MatchState, ReplayerStatus, DeadLetter, ControlCommand, ControlReply):
         schema = model.model_json_schema(ref_template=_SCHEMAS + "{model}")
         for name, sub in schema.pop("$defs", {}).items():
             _add(schemas, name, sub)
@@ -225,6 +239,24 @@ def _messages() -> dict[str, Any]:
             {"name": s, "payload": json.loads(example_status(s).model_dump_json())}
             for s in ("online", "offline")
         ],
+    }
+    messages["control"] = {
+        "name": "control",
+        "title": "ControlCommand",
+        "summary": _summary(ControlCommand.__doc__),
+        "contentType": CONTENT_TYPE,
+        "payload": {"$ref": _SCHEMAS + "ControlCommand"},
+        "bindings": _mqtt_message_binding(),
+        "examples": [{"name": "seek", "payload": json.loads(encode_control(example_command()))}],
+    }
+    messages["controlReply"] = {
+        "name": "controlReply",
+        "title": "ControlReply",
+        "summary": _summary(ControlReply.__doc__),
+        "contentType": CONTENT_TYPE,
+        "payload": {"$ref": _SCHEMAS + "ControlReply"},
+        "bindings": _mqtt_message_binding(),
+        "examples": [{"name": "paused", "payload": json.loads(encode_control(example_reply()))}],
     }
     messages["deadletter"] = {
         "name": "deadletter",
@@ -312,6 +344,65 @@ _CONSUMER_CHANNELS: tuple[tuple[str, str, str, str, str, bool], ...] = (
         True,
     ),
 )
+
+
+#: The control channel: ``(channel id, address, title, description, message, sender, receiver)``.
+_CONTROL_CHANNELS: tuple[tuple[str, str, str, str, str, str, str], ...] = (
+    (
+        "replayerControl",
+        Topics("{root}").control("{replayer_id}"),
+        "Replayer control",
+        "Commands to a replayer: pause, resume, seek, speed, stop, status (docs/control.md). "
+        "Only an operator may publish here (the compose ACL). QoS 1, not retained.",
+        "control",
+        "operator",
+        "replayer",
+    ),
+    (
+        "controlReplies",
+        Topics("{root}").reply("{replayer_id}", "{request_id}"),
+        "Control replies",
+        "The replayer's answer to each command, on the topic the command named in `reply_to` "
+        "(it answers nowhere else). QoS 1, not retained.",
+        "controlReply",
+        "replayer",
+        "operator",
+    ),
+)
+
+
+def _control_channels() -> dict[str, Any]:
+    return {
+        cid: {
+            "address": address,
+            "title": title,
+            "description": description,
+            "parameters": {
+                p: {"$ref": f"#/components/parameters/{p}"}
+                for p in ("root", "replayer_id", "request_id")
+                if "{" + p + "}" in address
+            },
+            "messages": {message: {"$ref": f"#/components/messages/{message}"}},
+        }
+        for cid, address, title, description, message, _, _ in _CONTROL_CHANNELS
+    }
+
+
+def _control_operations() -> dict[str, Any]:
+    operations: dict[str, Any] = {}
+    for cid, _, title, _, message, sender, receiver in _CONTROL_CHANNELS:
+        ref = f"#/channels/{cid}"
+        suffix = f"{cid[0].upper()}{cid[1:]}"
+        for action, verb, tag in (("send", "Publish", sender), ("receive", "Receive", receiver)):
+            operations[f"{action}{suffix}"] = {
+                "action": action,
+                "channel": {"$ref": ref},
+                "title": f"{verb} {title.lower()}",
+                "tags": [{"name": tag}],
+                "messages": [{"$ref": f"{ref}/messages/{message}"}],
+                "bindings": {"mqtt": {"qos": 1, "bindingVersion": MQTT_BINDING_VERSION}},
+            }
+    return operations
 
 
 def _consumer_channels() -> dict[str, Any]:
@@ -482,12 +573,17 @@ def asyncapi_document() -> dict[str, Any]:
                     "`load-consumer`) publishes about itself.",
                 },
                 {"name": "tools", "description": "Monitoring and `matchcast load --verify-state`."},
+                {
+                    "name": "operator",
+                    "description": "Who controls a replayer: `matchcast control`, "
+                    "`matchcast web --control`.",
+                },
             ],
         },
         "defaultContentType": CONTENT_TYPE,
         "servers": _servers(),
-        "channels": {**_channels(), **_consumer_channels()},
-        "operations": {**_operations(), **_consumer_operations()},
+        "channels": {**_channels(), **_consumer_channels(), **_control_channels()},
+        "operations": {**_operations(), **_consumer_operations(), **_control_operations()},
         "components": {
             "schemas": component_schemas(),
             "messages": _messages(),

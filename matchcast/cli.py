@@ -491,8 +491,10 @@ async def _demo(match: Match, options: ReplayOptions, console: Console) -> Match
 @app.command()
 def replay(
     match: Annotated[
-        str | None,
-        typer.Argument(help=_MATCH_HELP),
+        list[str] | None,
+        typer.Argument(
+            help=_MATCH_HELP.replace("; default", "; several are played at once; default")
+        ),
     ] = None,
     broker: BrokerOpt = None,
     ca_file: CaFileOpt = None,
@@ -552,6 +554,14 @@ def replay(
             "default). Consumers drop what they already had. 0: only what was not acknowledged.",
         ),
     ] = RESEND_WINDOW_S,
+    one_after_another: Annotated[
+        bool,
+        typer.Option(
+            "--one-after-another",
+            help="Play the matches in sequence, not at once; `matchcast control` controls "
+            "the queue as a whole (stop ends it).",
+        ),
+    ] = False,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -563,7 +573,8 @@ def replay(
         _fail(str(err), 2)
     checked_protocol = _protocol(protocol)
     url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
-    matches = _sources(match)
+    specs: list[str | None] = list(match) if match else [None]
+    matches = [m for spec in specs for m in _sources(spec)]
     recording = any(isinstance(m, Recording) for m in matches)
     options = ReplayOptions(
         speed=_speed(speed or ("1" if recording else "60")),
@@ -598,6 +609,7 @@ def replay(
                 replayer_id=replayer_id,
                 protocol=checked_protocol,
                 delays=delays,
+                one_after_another=one_after_another,
             ),
         )
     )
@@ -821,6 +833,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "matchcast.cmd_asyncapi",
     "matchcast.cmd_clear",
     "matchcast.cmd_consume",
+    "matchcast.cmd_control",
     "matchcast.cmd_load",
     "matchcast.cmd_matches",
     "matchcast.cmd_web",

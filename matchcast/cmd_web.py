@@ -8,10 +8,13 @@ of the semi-final, so one command is the whole show.
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from events import BrokerError, Topics
 from matchcast.cli import (
     DEMO_SPEED,
     _check_start,
@@ -40,6 +43,10 @@ from matchcast.options import (
     TlsInsecureOpt,
     VerboseOpt,
 )
+
+if TYPE_CHECKING:
+    from matchcast.mqtt import BrokerURL
+    from matchcast.web import ControlSender
 
 __all__ = ["register"]
 
@@ -73,6 +80,14 @@ def web(
         str | None, typer.Option("--from", help="With --demo: start at this minute, e.g. 60.")
     ] = None,
     root: RootOpt = "matchcast",
+    control: Annotated[
+        bool,
+        typer.Option(
+            "--control",
+            help="Show play/pause, a timeline to seek on and a speed choice, and forward them "
+            "to the replayer; log in as an operator ($MATCHCAST_USERNAME). Read-only without.",
+        ),
+    ] = False,
     queue_size: Annotated[
         int,
         typer.Option(
@@ -124,7 +139,8 @@ def web(
         hub = Hub(queue_size=queue_size)
         runner = Runner([bridge(hub)], topics=topics)
         await reach_broker(broker_url)  # before the page's address is announced
-        async with WebServer(hub, host, port, max_streams=max_streams) as server:
+        sender = _control_sender(broker_url, topics) if control else None
+        async with WebServer(hub, host, port, max_streams=max_streams, control=sender) as server:
             _err.print(f"Match page: {server.url}  (Ctrl-C to stop)", markup=False)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(
@@ -154,6 +170,26 @@ def web(
     except _Exit as e:
         if e.code != 130:
             raise
+
+
+def _control_sender(url: BrokerURL | Sequence[BrokerURL], topics: Topics) -> ControlSender:
+    """What the page's commands go through: ``matchcast control``'s own path."""
+    from events import encode_control  # noqa: PLC0415
+    from matchcast.control import ControlError, send_command  # noqa: PLC0415
+
+    async def send(
+        action: str, argument: str | None, match: str | None
+    ) -> tuple[int, dict[str, object]]:
+        try:
+            reply = await send_command(url, action, argument, match=match, topics=topics)
+        except ControlError as err:
+            return (400 if err.code == 2 else 409), {"error": str(err)}
+        except BrokerError as err:
+            return 502, {"error": str(err)}
+        body: dict[str, object] = json.loads(encode_control(reply))
+        return 200, body
+
+    return send
 
 
 def register(app: typer.Typer) -> None:

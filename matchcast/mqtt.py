@@ -19,6 +19,7 @@ import contextvars
 import os
 import ssl
 import time
+import typing
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -792,6 +793,47 @@ class MqttClient:
             refused = self._refused.pop(mid, None)
             if refused is not None:
                 raise PublishRefusedError(str(self.url), topic, *refused)
+
+    async def publish_refusal(
+        self, topic: str, payload: bytes, *, props: MessageProps | None = None
+    ) -> str | None:
+        """Publish at QoS 1 and return the broker's refusal, None when it took the message.
+
+        MQTT 5 brokers give a reason in the PUBACK (``Not authorized`` from an ACL); over
+        3.1.1 a refused message is dropped silently, and this returns None.
+
+        Raises:
+            BrokerError: the connection is gone or no acknowledgement came.
+        """
+        if not self.is_v5:
+            await self.publish(topic, payload, qos=1, props=props)
+            return None
+        paho_client = self._c._client
+        original = paho_client.on_publish
+        reasons: dict[int, Any] = {}
+        acked = asyncio.Event()
+
+        def on_publish(client: Any, userdata: Any, mid: int, reason: Any, properties: Any) -> None:
+            reasons[mid] = reason
+            acked.set()
+            if original is not None:
+                typing.cast("Any", original)(client, userdata, mid, reason, properties)
+
+        paho_client.on_publish = on_publish
+        try:
+            info = paho_client.publish(topic, payload, 1, False, _properties(props))
+            async with asyncio.timeout(10):
+                while info.mid not in reasons:
+                    acked.clear()
+                    await acked.wait()
+        except TimeoutError as err:
+            raise BrokerError(str(self.url), f"no acknowledgement of {topic!r}") from err
+        finally:
+            paho_client.on_publish = original
+        reason = reasons[info.mid]
+        if getattr(reason, "is_failure", False):
+            return f"{reason} (0x{int(reason.value):02x})"
+        return None
 
     async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
         """Subscribe and wait for the SUBACK.

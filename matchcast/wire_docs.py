@@ -23,11 +23,14 @@ from events import (
     CONTENT_TYPE,
     SCHEMA_VERSION,
     BaseEvent,
+    ControlCommand,
+    ControlReply,
     Event,
     EventAdapter,
     MatchState,
     TeamRef,
     Topics,
+    encode_control,
     encode_event,
     encode_state,
 )
@@ -36,7 +39,9 @@ from matchcast.channels import CHANNELS
 from matchcast.status import ReplayerStatus
 from matchcast.wire_examples import (
     CONSTRUCTED_MATCH_ID,
+    example_command,
     example_events,
+    example_reply,
     example_state,
     example_status,
 )
@@ -131,7 +136,8 @@ def _intro() -> list[str]:
         "",
         f"Schema version **{SCHEMA_VERSION}**. matchcast publishes UTF-8 JSON "
         f"(`{CONTENT_TYPE}`), one message per MQTT payload, on three topics under a root: "
-        f"`{Topics().root}` unless `--root` says otherwise. The same contract, "
+        f"`{Topics().root}` unless `--root` says otherwise, and takes commands on a fourth "
+        "([control](#control), docs/control.md). The same contract, "
         "machine-readable: the AsyncAPI document [`asyncapi.yaml`](asyncapi.yaml) "
         "(`matchcast asyncapi`), and the JSON Schemas (`matchcast schema`, "
         "`matchcast schema --state`).",
@@ -339,9 +345,42 @@ def _status() -> list[str]:
     ]
 
 
+def _control() -> list[str]:
+    topics = Topics("{root}")
+    return [
+        "## Control",
+        "",
+        "An operator controls a running replayer (docs/control.md): it publishes a command on "
+        f"`{topics.control('{replayer_id}')}` (QoS 1, not retained) and the replayer answers "
+        f"on the command's `reply_to`, which must be `{topics.reply('{replayer_id}', '{id}')}` "
+        "(QoS 1, not retained): MQTT 3.1.1 has no response topic, so the payload carries it. "
+        "Like the status, these messages carry no `schema_version`; fields are only ever added.",
+        "",
+        f"`ControlCommand`: {_doc(ControlCommand)}",
+        "",
+        *_field_table(ControlCommand.model_json_schema()),
+        "",
+        *_json_block("control", encode_control(example_command())),
+        "",
+        f"`ControlReply`: {_doc(ControlReply)}",
+        "",
+        *_field_table(ControlReply.model_json_schema()),
+        "",
+        *_json_block("reply", encode_control(example_reply())),
+    ]
+
+
 def render_wire_format() -> str:
     """The text of docs/wire-format.md."""
-    parts = [_intro(), _topics(), _versioning(), _events(example_events()), _state(), _status()]
+    parts = [
+        _intro(),
+        _topics(),
+        _versioning(),
+        _events(example_events()),
+        _state(),
+        _status(),
+        _control(),
+    ]
     lines: list[str] = []
     for part in parts:
         lines += [*part, ""]

@@ -15,15 +15,19 @@ import typing
 
 from events import (
     Card,
+    ControlCommand,
+    ControlReply,
     Event,
     EventAdapter,
     GoalDisallowed,
     MatchClock,
+    MatchPlayback,
     MatchState,
     Period,
     ReplayStopped,
     ShootoutKick,
     Substitution,
+    Topics,
     replay_state,
 )
 from matchcast.status import ReplayerStatus
@@ -33,7 +37,10 @@ __all__ = [
     "CONSTRUCTED_MATCH_ID",
     "EVENT_TYPES",
     "PUBLISH_DELAY",
+    "example_command",
     "example_events",
+    "example_playback",
+    "example_reply",
     "example_state",
     "example_status",
 ]
@@ -135,11 +142,62 @@ def example_state() -> MatchState:
     return replay_state(events[0].match_id, events).model_copy(update={"run": SEMIFINAL_RUN})
 
 
+_REPLAYER_ID = "replayer-3f9c2a1b"
+_PAUSED_AT = dt.datetime(2026, 7, 15, 19, 56, 3, 120000, tzinfo=dt.UTC)
+_REQUEST_ID = "5c0f2e9a41d7b388"
+_CONNECTED_AT = dt.datetime(2026, 7, 15, 18, 59, 58, 412000, tzinfo=dt.UTC)
+
+
+def example_playback() -> MatchPlayback:
+    """The semi-final, paused at 55' (its first goal)."""
+    goal = next(e for e in _semifinal() if e.type == "goal")
+    return MatchPlayback(
+        match_id=goal.match_id,
+        state="paused",
+        speed=60.0,
+        clock=goal.clock,
+        run=SEMIFINAL_RUN,
+        last_seq=goal.seq,
+        since=_PAUSED_AT,
+    )
+
+
 def example_status(status: typing.Literal["online", "offline"] = "online") -> ReplayerStatus:
-    """The status of a replayer replaying the semi-final."""
+    """The status of a replayer replaying the semi-final (online: paused at 55')."""
+    playback = {}
+    if status == "online":
+        playback = {
+            "state": "paused",
+            "speed": 60.0,
+            "since": _PAUSED_AT,
+            "playback": [example_playback()],
+        }
     return ReplayerStatus(
         status=status,
-        replayer_id="replayer-3f9c2a1b",
+        replayer_id=_REPLAYER_ID,
         matches=[resolve_matches(None)[0].match_id],
-        at=dt.datetime(2026, 7, 15, 18, 59, 58, 412000, tzinfo=dt.UTC),
+        at=_PAUSED_AT if status == "online" else _CONNECTED_AT,
+        **playback,
+    )
+
+
+def example_command() -> ControlCommand:
+    """A seek of every match of the replayer to 80', as ``matchcast control seek 80`` sends it."""
+    return ControlCommand(
+        request_id=_REQUEST_ID,
+        command="seek",
+        minute="80",
+        reply_to=Topics().reply(_REPLAYER_ID, _REQUEST_ID),
+    )
+
+
+def example_reply() -> ControlReply:
+    """The replayer's answer to a pause."""
+    return ControlReply(
+        request_id=_REQUEST_ID,
+        ok=True,
+        replayer_id=_REPLAYER_ID,
+        state="paused",
+        speed=60.0,
+        matches=[example_playback()],
     )

@@ -18,6 +18,11 @@ retained state and its clients' session queues go back with it. So after a recon
 replayer re-sends the events (and states) it published in the last ``resend_window`` seconds,
 not only those the broker had not acknowledged; consumers drop by seq what they already
 handled, and nothing is missing.
+
+A running replay can be controlled (:meth:`Replayer.control`): each match has a
+:class:`~simulator._control.Playhead` that pause, resume and speed change re-base, and a seek
+starts a new run of the match at the target minute (its state first, then the events from
+there), so consumers resynchronise from the new run's snapshot. See docs/control.md.
 """
 
 from __future__ import annotations
@@ -26,8 +31,8 @@ import asyncio
 import bisect
 import datetime as dt
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
 import structlog
@@ -35,10 +40,13 @@ import structlog
 from events import (
     CONTENT_TYPE,
     BrokerError,
+    ControlCommand,
     Event,
     MatchClock,
+    MatchPlayback,
     MatchState,
     MessageProps,
+    PlaybackState,
     Publisher,
     Reconnectable,
     ReplayStopped,
@@ -49,6 +57,7 @@ from events import (
 )
 from simulator._chaos import Emission, Fault, apply_chaos
 from simulator._chaos_spec import ChaosSpec
+from simulator._control import Playhead, apply_command
 from simulator._matchfile import Match
 from simulator._recording import Recording
 from simulator._states import ReplayStates
@@ -206,25 +215,27 @@ def _start_index(events: list[Event], start: MatchClock | None) -> int:
     return len(events)
 
 
+OffsetsAt = Callable[[float | None], Sequence[float]]
+
+
 def _plan(
     source: Match | Recording, options: ReplayOptions
-) -> tuple[MatchState, list[Event], ReplayStates, list[float]]:
-    """The state before the first event, the events, the state after each, and wall offsets.
+) -> tuple[MatchState, list[Event], ReplayStates, OffsetsAt]:
+    """The state before the first event, the events, the state after each, and the wall
+    offsets of the events at a given speed.
 
     The states are computed as the replay reaches them, so memory stays linear in the events.
     """
     if isinstance(source, Recording):
-        return (
-            source.initial,
-            list(source.events),
-            source.states.copy(),
-            source.wall_offsets(options.speed),
-        )
+        return source.initial, list(source.events), source.states.copy(), source.wall_offsets
     stream = expand(source)
     initial = state_before(source, stream, 0)
     events = [item.event for item in stream]
-    offsets = wall_offsets(stream, options, source.break_minutes)
-    return initial, events, ReplayStates(initial, events), offsets
+
+    def offsets_at(speed: float | None) -> list[float]:
+        return wall_offsets(stream, replace(options, speed=speed), source.break_minutes)
+
+    return initial, events, ReplayStates(initial, events), offsets_at
 
 
 class Replayer:
@@ -246,8 +257,74 @@ class Replayer:
         #: this replayer runs: one window per connection, not per match, or a hundred matches
         #: queue thousands of publishes behind one client and time out.
         self.window = asyncio.Semaphore(self.options.max_inflight)
+        #: Playback of the whole replayer: what a command without ``match`` changes, and what
+        #: a match started later (``--one-after-another``) begins with.
+        self.state: PlaybackState = "playing"
+        self.speed: float | None = self.options.speed
+        self.since = wall_now()
+        #: The matches started, by id (finished ones stay, stopped).
+        self.runs: dict[str, _Run] = {}
+        #: Called after every change of playback (the app republishes the status).
+        self.on_change: Callable[[], None] | None = None
 
-    async def run(self, match: Match | Recording, *, delay_s: float = 0.0) -> ReplayReport:
+    def playback(self) -> list[MatchPlayback]:
+        """Where each match started is."""
+        return [run.playback() for run in self.runs.values()]
+
+    def control(self, command: ControlCommand) -> str | None:
+        """Apply ``command``; None when done, else why it was refused (nothing changed).
+
+        Without ``command.match`` it applies to every match, and to those started later.
+        """
+        error = apply_command(self, self.runs, command, self.clock.now(), self.wall_now())
+        if error is None and self.on_change is not None:
+            self.on_change()
+        return error
+
+    def _playhead(
+        self, offsets_at: OffsetsAt, begin: int, t0: float, wall0: dt.datetime
+    ) -> Playhead:
+        """A new match's playhead, in the replayer's state and at its speed."""
+        playhead = Playhead(offsets_at, self.speed, self.since)
+        playhead.start(begin, t0)
+        if self.state == "paused":
+            playhead.pause(t0, wall0)
+        elif self.state == "stopped":
+            playhead.stop(wall0)
+        return playhead
+
+    async def _reconnect(
+        self, run: _Run, reason: str, retry: int | None
+    ) -> tuple[int, MatchState | None]:
+        """Replace the lost connection: the index to go on from, and the state to publish
+        first (None: the resent events carry their states). ``retry``: the index of a resume
+        whose first publish failed, tried again."""
+        assert isinstance(self.publisher, Reconnectable)
+        report = run.report
+        run.log.warning("replay.connection_lost", reason=reason, last_seq=report.last_seq)
+        await self.publisher.reconnect()
+        report.reconnects += 1
+        index = max(run.begin, run.resume_index(self.options.resend_window))
+        if retry is not None:
+            index = retry
+        run.log.info(
+            "replay.resuming", from_seq=index + 1, unacked_from_seq=run.first_unacked() + 1
+        )
+        # Each resent event is followed by its state, retained. A state older than the one
+        # the broker holds, sent first, would set its retained state back: only with nothing
+        # left to send is the broker told where we are.
+        if index < len(run.events):
+            return index, None
+        return index, run.states[index - 1] if index else run.initial
+
+    async def _publish_state(self, topic: str, state: MatchState) -> None:
+        await self.publisher.publish(
+            topic, encode_state(state), qos=self.options.qos, retain=True, props=_state_props(state)
+        )
+
+    async def run(  # noqa: PLR0915 - one replay's steps in order, the stop said on the wire
+        self, match: Match | Recording, *, delay_s: float = 0.0
+    ) -> ReplayReport:
         """Replay ``match`` (a match file, or a recording) from ``options.start`` to the end,
         as a new run (:func:`new_run`; ``ReplayReport.run`` says which).
 
@@ -261,16 +338,16 @@ class Replayer:
             _log.info("replay.delayed", match_id=match.match_id, delay_s=round(delay_s, 3))
             await self.clock.sleep_until(self.clock.now() + delay_s)
         run_id = new_run(self.wall_now())
-        initial, events, states, offsets = _plan(match, opts)
+        initial, events, plain_states, offsets_at = _plan(match, opts)
         initial = initial.model_copy(update={"run": run_id})
-        states = states.with_run(run_id)  # still computed as the replay reaches each
+        states = plain_states.with_run(run_id)  # still computed as the replay reaches each
         begin = _start_index(events, opts.start)
         log = _log.bind(match_id=match.match_id, run=run_id)
         report = ReplayReport(match_id=match.match_id, run=run_id)
         state = states[begin - 1] if begin else initial
-        base = offsets[begin] if begin < len(events) else 0.0
-        state_topic = opts.topics.state(match.match_id)
-        if opts.chaos is not None:
+        if opts.chaos is not None:  # a faulted stream of its own; not controllable
+            offsets = list(offsets_at(opts.speed))
+            base = offsets[begin] if begin < len(events) else 0.0
             chaos = _Chaos(self, log, report)
             await chaos.run(events[begin:], [o - base for o in offsets[begin:]], state)
             return report
@@ -283,33 +360,41 @@ class Replayer:
             start=opts.start.label if opts.start else "kickoff",
         )
         if state.last_seq > 0:  # a start mid-match: say the score first
-            await self.publisher.publish(
-                state_topic,
-                encode_state(state),
-                qos=opts.qos,
-                retain=True,
-                props=_state_props(state),
-            )
+            await self._publish_state(opts.topics.state(match.match_id), state)
             log.info("replay.state_published", seq=state.last_seq, score=state.scoreline)
 
         t0 = self.clock.now()
         wall0 = self.wall_now()
         report.final_state = state
-        run = _Run(self, events, states, offsets, base, t0, wall0, report, log)
+        playhead = self._playhead(offsets_at, begin, t0, wall0)
+        run = _Run(self, initial, events, states, plain_states, playhead, t0, wall0, report, log)
+        self.runs[match.match_id] = run
+        if self.on_change is not None:
+            self.on_change()
         try:
-            await self._publish_resuming(run, begin, initial)
+            await self._publish_resuming(run, begin)
         except asyncio.CancelledError:
             log.warning("replay.interrupted", last_seq=report.last_seq, published=report.published)
-            await self._say_stopped(run, begin, initial, "interrupted", None, log)
+            await self._say_stopped(run, run.begin, run.initial, "interrupted", None, log)
             raise
         except Exception as err:
-            await self._say_stopped(run, begin, initial, "error", _reason(err), log)
+            await self._say_stopped(run, run.begin, run.initial, "error", _reason(err), log)
             raise
+        finally:
+            run.finished = True
+            playhead.stop(self.wall_now())
+            if self.on_change is not None:
+                self.on_change()
+        if run.stopped_early:  # a control command's stop: said on the wire like Ctrl-C's
+            await self._say_stopped(
+                run, run.begin, run.initial, "interrupted", "stopped by a control command", log
+            )
         report.duration_s = self.clock.now() - t0
         state = report.final_state
         log.info(
             "replay.finished",
             published=report.published,
+            stopped=run.stopped_early,
             reconnects=report.reconnects,
             resent=report.resent,
             duration_s=round(report.duration_s, 3),
@@ -317,20 +402,19 @@ class Replayer:
         )
         return report
 
-    async def _publish_resuming(self, run: _Run, begin: int, initial: MatchState) -> None:
-        """Publish ``run`` from ``begin`` to the end; after a lost connection, reconnect and go
-        on ``resend_window`` back (or from the first unacknowledged event, if earlier)."""
-        opts, report, log = self.options, run.report, run.log
-        events, states = run.events, run.states
+    async def _publish_resuming(self, run: _Run, begin: int) -> None:
+        """Publish ``run`` from ``begin`` to the end (or a stop); after a lost connection,
+        reconnect and go on ``resend_window`` back (or from the first unacknowledged event, if
+        earlier)."""
         index = begin
         resume: MatchState | None = None
+        topic = self.options.topics.state(run.report.match_id)
         while True:
             try:
                 if resume is not None:
-                    await run.resume(resume, index)
+                    await self._publish_state(topic, resume)
                     resume = None
                 await run.publish_from(index)
-                break
             except BrokerError as err:
                 reason = _reconnectable(err, self.publisher)
             except ExceptionGroup as group:
@@ -342,20 +426,9 @@ class Replayer:
                 ):
                     raise
                 reason = _first(lost)
-            log.warning("replay.connection_lost", reason=reason, last_seq=report.last_seq)
-            await _reconnect(self.publisher)
-            report.reconnects += 1
-            if resume is None:  # else the resume itself failed: try it again
-                index = max(begin, run.resume_index(opts.resend_window))
-            log.info(
-                "replay.resuming",
-                from_seq=index + 1,
-                unacked_from_seq=run.first_unacked() + 1,
-            )
-            # Each resent event is followed by its state, retained. A state older than the
-            # one the broker holds, sent first, would set its retained state back: only with
-            # nothing left to send is the broker told where we are.
-            resume = None if index < len(events) else (states[index - 1] if index else initial)
+            else:
+                return
+            index, resume = await self._reconnect(run, reason, index if resume else None)
 
     async def _say_stopped(
         self,
@@ -417,10 +490,11 @@ class _Run:
     def __init__(
         self,
         replayer: Replayer,
+        initial: MatchState,
         events: list[Event],
         states: ReplayStates,
-        offsets: list[float],
-        base: float,
+        plain_states: ReplayStates,
+        playhead: Playhead,
         t0: float,
         wall0: dt.datetime,
         report: ReplayReport,
@@ -433,13 +507,21 @@ class _Run:
         self.shared_window = replayer.window
         self.events = events
         self.states = states
-        self.offsets = offsets
-        self.base = base
+        self.plain_states = plain_states  # without a run: a seek stamps its new run on them
+        self.initial = initial
+        self.playhead = playhead
+        #: Set by :meth:`Replayer.control` after a change, to wake the loop's wait.
+        self.wake = asyncio.Event()
+        self._sleep: asyncio.Timeout | None = None  # the wait a change interrupts
+        self.begin = playhead.next_index
+        self.finished = False
+        self.stopped_early = False
         self.t0 = t0
         self.wall0 = wall0
         self.report = report
         self.log = log
         self.unacked: dict[int, int] = {}  # seq -> messages of it not yet acknowledged
+        self.sends: set[asyncio.Task[None]] = set()
         self.next_index = 0
         self.sent_index: list[int] = []  # indices published, in order (first time only)
         self.sent_at: list[float] = []  # and when, on the monotonic clock
@@ -447,23 +529,6 @@ class _Run:
         #: When each event was first emitted: a resent event (after a failover) keeps it, so
         #: a consumer that already has it sees a duplicate, not a new run of the match.
         self.emitted: dict[int, dt.datetime] = {}
-
-    async def resume(self, state: MatchState, index: int) -> None:
-        """Publish ``state`` (retained) before resuming at ``index`` after a reconnect.
-
-        The broker may have lost its retained messages: say where we are first. A node still
-        electing its retained store's leader (NATS JetStream) times out here like any
-        publish; the caller reconnects and tries again.
-        """
-        opts = self.options
-        await self.pub.publish(
-            opts.topics.state(self.report.match_id),
-            encode_state(state),
-            qos=opts.qos,
-            retain=True,
-            props=_state_props(state),
-        )
-        self.log.info("replay.resumed", from_seq=index + 1, score=state.scoreline)
 
     def first_unacked(self) -> int:
         """Index of the first event not fully acknowledged."""
@@ -478,55 +543,175 @@ class _Run:
             first = min(first, self.sent_index[at])
         return first
 
+    def playback(self) -> MatchPlayback:
+        """Where this match is, for the status and the replies (after a seek the loop has
+        not taken yet: where it goes)."""
+        ph = self.playhead
+        sent = (ph.seek_to if ph.seek_to is not None else self.next_index) - 1
+        event = self.events[sent] if 0 <= sent < len(self.events) else None
+        return MatchPlayback(
+            match_id=self.report.match_id,
+            state=ph.state,
+            speed="max" if ph.speed is None else ph.speed,
+            clock=event.clock if event is not None else None,
+            run=self.report.run,
+            last_seq=event.seq if event is not None else 0,
+            since=ph.since,
+        )
+
+    def interrupt(self) -> None:
+        """A control change: wake the loop's wait now (called from another task)."""
+        self.wake.set()
+        if self._sleep is not None:
+            self._sleep.reschedule(asyncio.get_running_loop().time())
+
+    async def _wait(self, deadline: float | None) -> bool:
+        """Wait for ``deadline`` (None: until a control change); True if it came with no
+        change. The wait runs in this task, in a timeout a change moves to now: no task per
+        event, so the schedule's lateness stays what the clock gives."""
+        version = self.playhead.version
+        try:
+            async with asyncio.timeout(None) as self._sleep:
+                if deadline is None:
+                    await self.wake.wait()
+                else:
+                    await self.clock.sleep_until(deadline)
+        except TimeoutError:
+            return False  # interrupted by a change
+        finally:
+            self._sleep = None
+        return deadline is not None and self.playhead.version == version
+
+    async def _turn(
+        self, index: int, window_of: Callable[[], asyncio.Semaphore], tg: asyncio.TaskGroup
+    ) -> int | None:
+        """The index of the event to publish now, after waiting for its turn; None to stop.
+
+        A pause waits here, holding the schedule; a seek starts a new run and moves the index.
+        """
+        ph = self.playhead
+        while True:
+            self.wake.clear()
+            ph.next_index = index
+            if ph.state == "stopped":
+                return None
+            target = ph.take_seek(self.clock.now())
+            if target is not None:
+                index = await self._seek(target, window_of(), tg)
+                continue
+            if ph.state == "paused":
+                await self._wait(None)
+                continue
+            if ph.speed is None:
+                return index
+            if await self._wait(ph.deadline(index)):
+                return index
+
+    async def _seek(self, index: int, window: asyncio.Semaphore, tg: asyncio.TaskGroup) -> int:
+        """Start a new run at event ``index``: its state goes out before any of its events."""
+        report = self.report
+        old = report.run
+        report.run = new_run(self.wall_now())
+        self.states = self.plain_states.with_run(report.run)  # computed as reached
+        self.initial = self.initial.model_copy(update={"run": report.run})
+        state = self.states[index - 1] if index else self.initial
+        self.begin = index
+        self.high_water = index
+        self.sent_index.clear()
+        self.sent_at.clear()
+        self.emitted.clear()
+        self.unacked.clear()
+        self.next_index = index
+        report.final_state = state
+        topic = self.options.topics.state(report.match_id)
+        await window.acquire()
+        self._spawn(tg, window, None, topic, encode_state(state), True, _state_props(state))
+        self.log = self.log.bind(run=report.run)
+        self.log.info(
+            "replay.sought",
+            old_run=old,
+            clock=self.events[index].clock.label if index < len(self.events) else "end",
+            from_seq=index + 1,
+            score=state.scoreline,
+        )
+        return index
+
+    def _spawn(
+        self,
+        tg: asyncio.TaskGroup,
+        window: asyncio.Semaphore,
+        seq: int | None,
+        topic: str,
+        payload: bytes,
+        retain: bool,
+        props: MessageProps,
+    ) -> asyncio.Task[None]:
+        """Publish in a task of ``tg`` (the caller acquired ``window``); ``seq`` None for a
+        message that is no event's (a seek's state), not tracked for a resume."""
+        if seq is not None:
+            self.unacked[seq] = self.unacked.get(seq, 0) + 1
+        send = tg.create_task(
+            self._send(window, self.report.run, seq, topic, payload, retain, props)
+        )
+        self.sends.add(send)
+        send.add_done_callback(self.sends.discard)
+        return send
+
     async def publish_from(self, index: int) -> None:
         opts = self.options
         pub = self.pub
         report = self.report
         match_id = report.match_id
         events_topic, state_topic = opts.topics.events(match_id), opts.topics.state(match_id)
+        ph = self.playhead
         # Timed: each match waits for its own event and state, so matches keep their schedules.
-        window = self.shared_window if opts.speed is None else asyncio.Semaphore(2)
-        sends: set[asyncio.Task[None]] = set()
+        timed = asyncio.Semaphore(2)
+
+        def window_of() -> asyncio.Semaphore:
+            return self.shared_window if ph.speed is None else timed
+
+        self.sends = set()
         self.unacked.clear()
         async with asyncio.TaskGroup() as tg:
             watcher = tg.create_task(pub.wait_lost()) if isinstance(pub, Reconnectable) else None
-            for i in range(index, len(self.events)):
-                offset = self.offsets[i]
-                deadline = self.t0 + offset - self.base
-                if opts.speed is not None:
-                    await self.clock.sleep_until(deadline)
-                late = self.clock.now() - deadline
+            i = index
+            while True:
+                turn = await self._turn(i, window_of, tg) if i < len(self.events) else None
+                if turn is None:
+                    if ph.state == "stopped" and self.next_index < len(self.events):
+                        self.stopped_early = True
+                    break
+                i = turn
+                deadline = ph.deadline(i)
+                late = self.clock.now() - deadline if ph.speed is not None else 0.0
                 event = self.events[i].model_copy(
                     update={
                         "run": report.run,
                         "emitted_at": self.emitted.setdefault(i, self.wall_now()),
-                        "scheduled_at": self.wall0 + dt.timedelta(seconds=offset - self.base),
+                        "scheduled_at": self.wall0 + dt.timedelta(seconds=deadline - self.t0),
                     }
                 )
                 state = self.states[i]
                 resent = i < self.high_water
-                self.unacked[event.seq] = 2
                 self.next_index = i + 1
                 # One task per message, created in order: tasks start in creation order, so
                 # event N, state N, event N+1, ... reach the wire in that order even with many
                 # in flight, and the window bounds the messages awaiting acknowledgement.
+                window = window_of()
                 for topic, payload, retain, props in (
                     (events_topic, encode_event(event), False, _event_props(self.options, event)),
                     (state_topic, encode_state(state), True, _state_props(state)),
                 ):
                     await window.acquire()
-                    send = tg.create_task(
-                        self._send(window, event.seq, topic, payload, retain, props)
-                    )
-                    sends.add(send)
-                    send.add_done_callback(sends.discard)
+                    self._spawn(tg, window, event.seq, topic, payload, retain, props)
+                i += 1
                 if resent:
                     report.resent += 1
                     continue
-                self.high_water = i + 1
-                self.sent_index.append(i)
+                self.high_water = i
+                self.sent_index.append(i - 1)
                 self.sent_at.append(self.clock.now())
-                report.lateness_s.append(late if opts.speed is not None else 0.0)
+                report.lateness_s.append(late)
                 report.published += 1
                 report.first_seq = report.first_seq or event.seq
                 report.last_seq = event.seq
@@ -542,15 +727,16 @@ class _Run:
                         clock=event.clock.label,
                         score=state.scoreline,
                     )
-            if sends:  # every message of this match acknowledged
-                await asyncio.wait(sends)
+            if self.sends:  # every message of this match acknowledged
+                await asyncio.wait(self.sends)
             if watcher is not None:
                 watcher.cancel()
 
     async def _send(
         self,
         window: asyncio.Semaphore,
-        seq: int,
+        run: int,
+        seq: int | None,
         topic: str,
         payload: bytes,
         retain: bool,
@@ -560,6 +746,8 @@ class _Run:
             await self.pub.publish(topic, payload, qos=self.options.qos, retain=retain, props=props)
         finally:
             window.release()
+        if seq is None or run != self.report.run or seq not in self.unacked:
+            return  # a seek's state, or a message of a run a seek ended
         left = self.unacked[seq] - 1
         if left:
             self.unacked[seq] = left

@@ -26,6 +26,7 @@ PASSWORDS = {
     "replayer": "rp-Secret-4711",
     "scoreboard": "sb-Secret-0815",
     "healthcheck": "hc-Secret-1234",
+    "operator": "op-Secret-2468",
 }
 
 
@@ -46,6 +47,7 @@ def write_password_file(path: Path, passwords: dict[str, str]) -> None:
         "REPLAYER_PASSWORD": passwords["replayer"],
         "SCOREBOARD_PASSWORD": passwords["scoreboard"],
         "HEALTHCHECK_PASSWORD": passwords["healthcheck"],
+        "OPERATOR_PASSWORD": passwords["operator"],
     }
     subprocess.run(["/bin/sh", "-c", script], env=env, check=True)
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
 import json
 import os
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,12 @@ import matchcast.app
 from consumers import DeadLetter
 from events import (
     CONTENT_TYPE,
+    Message,
     MessageProps,
     Topics,
+    decode_command,
     decode_event,
+    decode_reply,
     decode_state,
 )
 from matchcast.asyncapi import MQTT_BINDING_VERSION, asyncapi_document, dump
@@ -240,6 +244,10 @@ def test_examples_decode_with_the_codec(doc: dict[str, Any]) -> None:
                 assert decode_state(payload).last_seq == int(example["headers"]["seq"])
             elif name == "status":
                 ReplayerStatus.model_validate_json(payload)
+            elif name == "control":
+                assert decode_command(payload).command == "seek"
+            elif name == "controlReply":
+                assert decode_reply(payload).ok
             elif name == "deadletter":
                 letter = DeadLetter.model_validate_json(payload)
                 assert base64.b64decode(letter.payload_base64) == b"{not json"
@@ -280,6 +288,14 @@ class _FakeClient:
         props: MessageProps | None = None,
     ) -> None:
         self.sent.append((topic, payload, qos, retain, props))
+
+    async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
+        self.subscribed = (topic_filter, qos)
+
+    async def messages(self) -> AsyncIterator[Message]:
+        """No command ever comes: wait until the replay ends and cancels the reader."""
+        await asyncio.Event().wait()
+        yield Message("", b"")  # pragma: no cover - never reached
 
 
 async def test_bindings_are_what_the_replayer_does(

@@ -69,15 +69,22 @@ def test_the_password_file_is_written_without_a_password_in_any_arguments() -> N
 
 
 def test_the_acl_lets_only_the_replayer_publish_the_stream() -> None:
+    """...and only an operator send a replayer commands (docs/control.md)."""
     acl = [
         line.strip()
         for line in (ROOT / "deploy/mosquitto/acl").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
     assert acl[acl.index("user replayer") + 1] == "topic readwrite matchcast/#"
+    operator = acl.index("user operator")
+    assert acl[operator + 1 : operator + 3] == [
+        "topic read matchcast/#",
+        "topic write matchcast/replayers/+/control",
+    ]
     writes = [line for line in acl if line.split()[1] in ("readwrite", "write")]
     assert writes == [
         "topic readwrite matchcast/#",
+        "topic write matchcast/replayers/+/control",
         "pattern readwrite matchcast/consumers/%u/#",
         "pattern write matchcast/deadletter/%u",
     ]

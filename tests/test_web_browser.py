@@ -74,6 +74,16 @@ async def browser(_browser_available: None) -> AsyncIterator[Any]:
 @pytest.fixture
 def web_url(mosquitto_url: BrokerURL, topics: Topics) -> Iterator[str]:
     """``matchcast web`` as its own process, on the test's broker and topic root."""
+    yield from _web_process(mosquitto_url, topics)
+
+
+@pytest.fixture
+def control_url(mosquitto_url: BrokerURL, topics: Topics) -> Iterator[str]:
+    """``matchcast web --control``: the page with its replay controls."""
+    yield from _web_process(mosquitto_url, topics, "--control")
+
+
+def _web_process(mosquitto_url: BrokerURL, topics: Topics, *extra: str) -> Iterator[str]:
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -89,6 +99,7 @@ def web_url(mosquitto_url: BrokerURL, topics: Topics) -> Iterator[str]:
             topics.root,
             "--log-format",
             "json",
+            *extra,
         ],
         stderr=subprocess.PIPE,
     )
@@ -177,6 +188,53 @@ async def test_page_without_a_match_picks_the_live_one(
     await _wait_text(page, "clock", "FT", timeout_ms=20_000)
     assert await _score(page) == "2-1"
     assert SEMI.match_id in page.url
+
+
+@pytest.mark.mosquitto
+async def test_page_controls_pause_and_seek_to_85_then_the_86th_minute_goal_arrives(
+    browser: Any, control_url: str, mosquitto_url: BrokerURL, topics: Topics, tmp_path: Path
+) -> None:
+    """Pause, a click on the timeline at 85', play: the equaliser of 86' arrives next, long
+    before the replay would have reached it (at speed 60 from kickoff: about 90 s)."""
+    import re
+
+    from playwright.async_api import expect
+
+    page = await browser.new_page(viewport={"width": 1280, "height": 860})
+    await page.goto(control_url)
+    await _wait_live(page)
+    await expect(page.locator("#control")).to_be_visible(timeout=10_000)
+    options = ReplayOptions(speed=60, break_seconds=0.5, topics=topics)
+    replay = asyncio.ensure_future(
+        run_replay([SEMI], mosquitto_url, options, replayer_id="browser-ctl")
+    )
+    try:
+        await _wait_text(page, "clock", re.compile(r"1H \d+'"), timeout_ms=20_000)  # type: ignore[arg-type]
+        await page.click("#ctl-toggle")
+        await expect(page.locator("#ctl-toggle")).to_have_text("Play", timeout=10_000)
+        await expect(page.locator("#ctl-note")).to_have_text(re.compile("^Paused"))
+        box = await page.locator("#ctl-timeline").bounding_box()
+        assert box is not None
+        x = box["x"] + box["width"] * (85 - 1) / (90 - 1)
+        await page.mouse.click(x, box["y"] + box["height"] / 2)
+        # The new run's snapshot: the state just before 85', 0-1 after the 55' goal.
+        await _wait_text(page, "clock", re.compile(r"2H 8[45]'"), timeout_ms=10_000)  # type: ignore[arg-type]
+        assert await _score(page) == "0-1"
+        assert await page.locator("#ctl-timeline .ctl-goal").count() == 1
+        await page.click("#ctl-toggle")
+        await expect(page.locator("#ctl-toggle")).to_have_text("Pause", timeout=10_000)
+        await _wait_text(page, "score", "1-1", timeout_ms=20_000)
+        await page.screenshot(path=str(tmp_path / "control.png"))
+        goals = await page.evaluate(
+            "[...document.querySelectorAll('#goals li .min')].map(e => e.textContent)"
+        )
+        assert goals == ["55'", "86'"]
+        await _wait_text(page, "clock", "FT", timeout_ms=30_000)
+        [report] = await replay
+    finally:
+        replay.cancel()
+    assert await _score(page) == "2-1"
+    assert report.final_state is not None and report.final_state.scoreline == "ARG 2-1 ENG"
 
 
 def _feed(hub: Hub, events: list[Event], match_id: str) -> None:

@@ -46,7 +46,15 @@ def _kinds(frames: list[Frame]) -> list[tuple[str, int | None]]:
 
 
 def test_exported_names() -> None:
-    assert matchcast.web.__all__ == ["Client", "Frame", "Hub", "HubStats", "WebServer", "bridge"]
+    assert matchcast.web.__all__ == [
+        "Client",
+        "ControlSender",
+        "Frame",
+        "Hub",
+        "HubStats",
+        "WebServer",
+        "bridge",
+    ]
 
 
 async def test_new_browser_gets_match_list_then_snapshot_then_live_updates() -> None:

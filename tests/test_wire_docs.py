@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from events import decode_event, decode_state
+from events import decode_command, decode_event, decode_reply, decode_state
 from matchcast.channels import CHANNELS
 from matchcast.status import ReplayerStatus
 from matchcast.wire_docs import (
@@ -35,7 +35,9 @@ def test_committed_doc_is_what_the_code_generates(committed: str) -> None:
 
 def test_every_json_block_is_a_payload_the_codec_decodes(committed: str) -> None:
     """Each example is marked with its kind and decodes; together they cover every event type."""
-    kinds = {PAYLOAD_MARK.format(kind=k): k for k in ("event", "state", "status")}
+    kinds = {
+        PAYLOAD_MARK.format(kind=k): k for k in ("event", "state", "status", "control", "reply")
+    }
     assert committed.count("```json") == len(BLOCK.findall(committed))
     seen: list[str] = []
     for block in BLOCK.finditer(committed):
@@ -46,10 +48,14 @@ def test_every_json_block_is_a_payload_the_codec_decodes(committed: str) -> None
             seen.append(decode_event(payload).type)
         elif kind == "state":
             seen.append(f"state:{decode_state(payload).match_id}")
+        elif kind == "control":
+            seen.append(f"control:{decode_command(payload).command}")
+        elif kind == "reply":
+            seen.append(f"reply:{decode_reply(payload).state}")
         else:
             seen.append(f"status:{ReplayerStatus.model_validate_json(payload).status}")
     assert [s for s in seen if ":" not in s] == list(EVENT_TYPES)
-    assert len(seen) == len(EVENT_TYPES) + 2
+    assert len(seen) == len(EVENT_TYPES) + 4
 
 
 def test_doc_names_every_topic(committed: str) -> None:

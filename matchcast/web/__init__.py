@@ -11,6 +11,6 @@ The page itself (HTML, CSS, vanilla JS) is in ``static/`` and served from the pa
 
 from matchcast.web._bridge import bridge
 from matchcast.web._hub import Client, Frame, Hub, HubStats
-from matchcast.web._server import WebServer
+from matchcast.web._server import ControlSender, WebServer
 
-__all__ = ["Client", "Frame", "Hub", "HubStats", "WebServer", "bridge"]
+__all__ = ["Client", "ControlSender", "Frame", "Hub", "HubStats", "WebServer", "bridge"]

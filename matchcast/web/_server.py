@@ -17,7 +17,10 @@ Routes:
 - ``GET /``: the page; ``GET /static/<file>``: its CSS, JS and icon (packaged, no CDN);
 - ``GET /api/matches``: the match list; ``GET /api/stats``: the hub's counters and latency;
 - ``GET /events?match=<id>``: the SSE stream of a match (see :mod:`matchcast.web._hub`); a
-  reconnecting browser sends ``Last-Event-ID`` and resumes after it.
+  reconnecting browser sends ``Last-Event-ID`` and resumes after it;
+- ``GET /api/control``: whether the page may control the replay (``matchcast web --control``);
+  ``POST /api/control``: a command from the page (JSON, from the page's own origin, at most
+  1 KiB), checked here before it is sent on to the replayer (docs/control.md).
 """
 
 from __future__ import annotations
@@ -27,16 +30,25 @@ import json
 import logging
 import re
 import resource
+import typing
 from collections.abc import Awaitable, Callable
 from importlib import resources
 
 import structlog
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
+from pydantic_core import from_json
 
+from events import ControlAction, parse_minute
 from matchcast.web._hub import Client, Frame, Hub
 
-__all__ = ["WebServer", "default_max_streams"]
+__all__ = ["ControlSender", "WebServer", "default_max_streams"]
+
+#: Sends a checked command ``(action, argument, match)`` to the replayer; returns the HTTP status
+#: and the JSON body for the page: the reply, or ``{"error": ...}``.
+ControlSender = Callable[[str, str | None, str | None], Awaitable[tuple[int, dict[str, object]]]]
+_ACTIONS = frozenset(typing.get_args(ControlAction))
+_MAX_BODY = 1024
 
 _log = structlog.get_logger("matchcast.web")
 
@@ -161,6 +173,8 @@ class WebServer:
             is noticed and proxies keep the stream open.
         max_streams: SSE streams open at once; past it a new one gets 503. By default
             :func:`default_max_streams`.
+        control: sends the page's replay commands on (``matchcast web --control``); None
+            keeps the page read-only (a command gets 403).
     """
 
     def __init__(
@@ -171,8 +185,10 @@ class WebServer:
         *,
         keepalive: float = 15.0,
         max_streams: int | None = None,
+        control: ControlSender | None = None,
     ) -> None:
         self.hub = hub
+        self.control = control
         self.host = host
         self.port = port
         self.keepalive = keepalive
@@ -204,6 +220,8 @@ class WebServer:
         app.router.add_get("/api/matches", self._matches)
         app.router.add_get("/api/stats", self._stats)
         app.router.add_route("GET", "/events", self._events)
+        app.router.add_get("/api/control", self._control_enabled)
+        app.router.add_post("/api/control", self._control)
         runner = web.AppRunner(
             app,
             handle_signals=False,
@@ -277,9 +295,46 @@ class WebServer:
         return self._json(stats)
 
     @staticmethod
-    def _json(doc: object) -> web.Response:
+    def _json(doc: object, status: int = 200) -> web.Response:
         body = json.dumps(doc, ensure_ascii=False).encode()
-        return web.Response(body=body, headers={"Content-Type": "application/json", **_NO_CACHE})
+        return web.Response(
+            status=status, body=body, headers={"Content-Type": "application/json", **_NO_CACHE}
+        )
+
+    # ------------------------------------------------------------ replay control
+
+    async def _control_enabled(self, _request: web.Request) -> web.Response:
+        return self._json({"enabled": self.control is not None})
+
+    async def _control(self, request: web.Request) -> web.Response:
+        """A command from the page: bounded, checked, then sent on to the replayer."""
+        status, body = await self._control_result(request)
+        if status != 200:
+            _log.info("control.refused", status=status, reason=body.get("error"))
+        return self._json(body, status)
+
+    async def _control_result(self, request: web.Request) -> tuple[int, dict[str, object]]:
+        if self.control is None:
+            return 403, {"error": "read-only: start matchcast web --control"}
+        if request.content_type != "application/json":
+            return 415, {"error": "send application/json"}
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != f"http://{request.host}":
+            return 403, {"error": "commands come from this page only"}
+        length = request.content_length
+        if length is None or length > _MAX_BODY:
+            return 413, {"error": f"at most {_MAX_BODY} bytes, with a Content-Length"}
+        raw = await request.content.read(_MAX_BODY + 1)
+        if len(raw) > _MAX_BODY:
+            return 413, {"error": f"at most {_MAX_BODY} bytes"}
+        try:
+            data = from_json(raw, allow_inf_nan=False)
+        except ValueError:
+            return 400, {"error": "not JSON"}
+        checked = _check_command(data)
+        if isinstance(checked, str):
+            return 400, {"error": checked}
+        return await self.control(*checked)
 
     # ------------------------------------------------------------ the SSE stream
 
@@ -347,3 +402,33 @@ class WebServer:
             for f in frames:
                 if f.seq is not None:
                     self.hub.sent(f, now)
+
+
+def _check_command(data: object) -> tuple[str, str | None, str | None] | str:
+    """``(action, argument, match)`` from the page's JSON, or what is wrong with it."""
+    if not isinstance(data, dict) or not set(data) <= {"command", "minute", "speed", "match"}:
+        return "expected {command, minute?, speed?, match?}"
+    action = data.get("command")
+    if action not in _ACTIONS:
+        return f"command must be one of {', '.join(sorted(_ACTIONS))}"
+    match = data.get("match")
+    if match is not None and (not isinstance(match, str) or not _MATCH_ID.fullmatch(match)):
+        return "bad match id"
+    argument: str | None = None
+    if action == "seek":
+        minute = data.get("minute")
+        if not isinstance(minute, str | int) or isinstance(minute, bool):
+            return "seek needs a minute"
+        try:
+            argument = parse_minute(str(minute)).label.rstrip("'")
+        except ValueError as err:
+            return str(err)
+    elif action == "speed":
+        speed = data.get("speed")
+        if speed == "max":
+            argument = "max"
+        elif isinstance(speed, int | float) and not isinstance(speed, bool) and 0 < speed <= 1e6:
+            argument = f"{speed:g}"
+        else:
+            return "speed must be above 0, or 'max'"
+    return str(action), argument, match

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -164,3 +166,66 @@ def test_the_replayer_logs_in_from_the_environment(
     assert "ARG 2-1 ENG" in result.stdout
     assert PASSWORDS["replayer"] not in result.stderr
     assert os.environ["MATCHCAST_PASSWORD"] == PASSWORDS["replayer"]
+
+
+def _start_replayer(broker: Mosquitto, replayer_id: str) -> subprocess.Popen[str]:
+    """A real ``matchcast replay`` at real-time speed, logged in as the replayer."""
+    env = {
+        **os.environ,
+        "MATCHCAST_USERNAME": "replayer",
+        "MATCHCAST_PASSWORD": PASSWORDS["replayer"],
+    }
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "matchcast", "replay"),
+            *("--broker", f"mqtt://127.0.0.1:{broker.port}", "--speed", "1"),
+            *("--replayer-id", replayer_id, "--log-format", "json"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:  # ends when the process does
+        if "replay.started" in line:
+            return proc
+    proc.wait(timeout=10)
+    raise AssertionError(f"the replayer did not start (exit {proc.returncode})")
+
+
+def test_only_an_operator_controls_a_replayer_and_a_consumers_command_is_refused(
+    secured: Mosquitto, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The broker refuses a scoreboard's command (PUBACK 0x87), so it never reaches the
+    replayer; an operator's commands are answered, and ``stop`` ends the replay."""
+    proc = _start_replayer(secured, "acl-control")
+    url = f"mqtt://127.0.0.1:{secured.port}"
+    try:
+        monkeypatch.setenv("MATCHCAST_USERNAME", "scoreboard")
+        monkeypatch.setenv("MATCHCAST_PASSWORD", PASSWORDS["scoreboard"])
+        refused = run_cli("control", "pause", "--broker", url)
+        assert refused.code == 1
+        assert "refused the command: Not authorized (0x87)" in refused.stderr
+        monkeypatch.setenv("MATCHCAST_USERNAME", "operator")
+        monkeypatch.setenv("MATCHCAST_PASSWORD", PASSWORDS["operator"])
+        status = run_cli("control", "status", "--broker", url)
+        assert status.code == 0, status.stderr
+        assert status.stdout.startswith("acl-control: playing at speed 1;")  # not paused
+        outside = run_cli("control", "seek", "100", "--broker", url)
+        assert outside.code == 1
+        assert "outside the match (1'-90+5')" in outside.stderr
+        bad = run_cli("control", "seek", "soon", "--broker", url)
+        assert (bad.code, "written like 60 or 90+2" in bad.stderr) == (2, True)
+        paused = run_cli("control", "pause", "--replayer", "acl-control", "--broker", url)
+        assert paused.code == 0, paused.stderr
+        assert "acl-control: paused at speed 1; wc2026-sf-arg-eng " in paused.stdout
+        stopped = run_cli("control", "stop", "--broker", url)
+        assert stopped.code == 0, stopped.stderr
+        assert proc.wait(timeout=20) == 0  # stop ended the replay, cleanly
+        missing = run_cli("control", "status", "--broker", url)
+        assert (missing.code, "no replayer is online" in missing.stderr) == (1, True)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=10)  # and close the pipes

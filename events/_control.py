@@ -1,0 +1,198 @@
+"""Controlling a running replayer: commands, replies and playback state, as wire models.
+
+An operator publishes a :class:`ControlCommand` on ``{root}/replayers/{replayer_id}/control``
+(see :class:`events.Topics`). MQTT 3.1.1 has no response topic, so the command names the
+topic to answer on in ``reply_to``; the replayer answers there with a :class:`ControlReply`,
+and its retained status carries the same :class:`MatchPlayback` of each match.
+
+These messages are outside the versioned event schema (like the replayer status): they carry no
+``schema_version``. :func:`decode_command` is the one boundary a command crosses: its size is
+checked first, then pydantic-core parses it (refusing deep nesting instead of recursing), then
+the model validates it; every failure is a :class:`ControlCommandError` that keeps what could
+be read of the request id and reply topic, so the replayer can still answer.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import from_json
+
+from events._clock import PERIOD_BOUNDS, MatchClock, Period
+from events._errors import ControlCommandError
+from events._models import MatchId, RunId
+
+__all__ = [
+    "MAX_COMMAND_BYTES",
+    "ControlAction",
+    "ControlCommand",
+    "ControlReply",
+    "MatchPlayback",
+    "PlaybackState",
+    "RequestId",
+    "Speed",
+    "decode_command",
+    "decode_reply",
+    "encode_control",
+    "parse_minute",
+]
+
+#: Commands past this size are refused before parsing; a real one is under 300 bytes.
+MAX_COMMAND_BYTES = 4096
+
+ControlAction = Literal["pause", "resume", "seek", "speed", "stop", "status"]
+PlaybackState = Literal["playing", "paused", "stopped"]
+RequestId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9_.-]+$",
+        description="Chosen by the sender; repeated in the reply. Letters, digits, '_.-'",
+    ),
+]
+#: Match seconds per wall second, or ``"max"``: as fast as the broker takes it.
+Speed = (
+    Annotated[float, Field(gt=0, le=1_000_000, description="Match seconds per wall second")]
+    | Literal["max"]
+)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def parse_minute(text: str) -> MatchClock:
+    """The match clock at a minute as people write it: ``80``, ``90+2``, ``45+1'``.
+
+    Raises:
+        ValueError: not such a minute; the message says what is expected.
+    """
+    body = text.strip().rstrip("'")
+    minute, _, added = body.partition("+")
+    problem = f"a minute is written like 60 or 90+2, not {text!r}"
+    try:
+        value, extra = int(minute), int(added or 0)
+    except ValueError:
+        raise ValueError(problem) from None
+    if not PERIOD_BOUNDS[Period.FIRST_HALF][0] <= value <= PERIOD_BOUNDS[Period.PENALTIES][1]:
+        raise ValueError(problem)
+    try:
+        return MatchClock.at(value, extra)
+    except (ValueError, StopIteration):
+        raise ValueError(problem) from None
+
+
+class ControlCommand(_Frozen):
+    """A command to a replayer, on ``{root}/replayers/{replayer_id}/control``.
+
+    ``seek`` needs ``minute``; ``speed`` needs ``speed``. Without ``match`` a command applies
+    to every match of the replayer (and to the matches it starts later).
+    """
+
+    request_id: RequestId
+    command: ControlAction
+    reply_to: str | None = Field(
+        default=None,
+        max_length=512,
+        description="Topic to answer on: {root}/replayers/{replayer_id}/replies/{request_id}; "
+        "the replayer answers nowhere else",
+    )
+    match: MatchId | None = Field(default=None, description="Only this match; all when absent")
+    minute: str | None = Field(
+        default=None, max_length=16, description="seek: the minute to go to, such as 80 or 90+2"
+    )
+    speed: Speed | None = Field(default=None, description="speed: the new speed")
+
+    @model_validator(mode="after")
+    def _check(self) -> Self:
+        if self.command == "seek":
+            if self.minute is None:
+                raise ValueError("seek needs a minute, such as 80 or 90+2")
+            parse_minute(self.minute)
+        if self.command == "speed" and self.speed is None:
+            raise ValueError("speed needs a speed: a number above 0, or 'max'")
+        return self
+
+    @property
+    def target(self) -> MatchClock | None:
+        """The clock a ``seek`` goes to."""
+        return parse_minute(self.minute) if self.minute is not None else None
+
+
+class MatchPlayback(_Frozen):
+    """Where one match of a replayer is."""
+
+    match_id: MatchId
+    state: PlaybackState
+    speed: Speed
+    clock: MatchClock | None = Field(
+        default=None, description="Clock of the last event published; absent before the first"
+    )
+    run: RunId
+    last_seq: int = Field(ge=0, description="Seq of the last event published in the run")
+    since: AwareDatetime = Field(description="When the match entered its state (UTC)")
+
+
+class ControlReply(_Frozen):
+    """A replayer's answer to a command, on the command's ``reply_to``."""
+
+    request_id: str = Field(max_length=64, description="The command's; empty if unreadable")
+    ok: bool
+    error: str | None = Field(default=None, description="Why the command was refused")
+    replayer_id: str
+    state: PlaybackState = Field(description="The replayer's state after the command")
+    speed: Speed
+    matches: list[MatchPlayback] = Field(default_factory=list)
+
+
+def encode_control(message: ControlCommand | ControlReply) -> bytes:
+    """The wire bytes of a command or a reply."""
+    return message.model_dump_json(exclude_none=True).encode()
+
+
+def _salvage(data: Any, key: str) -> str | None:
+    value = data.get(key) if isinstance(data, dict) else None
+    return value if isinstance(value, str) and 0 < len(value) <= 512 else None
+
+
+def decode_command(payload: bytes, *, topic: str = "") -> ControlCommand:
+    """The command in ``payload``.
+
+    Raises:
+        ControlCommandError: too large, not JSON (or nested too deep), or not a valid command;
+            it keeps the request id and reply topic when they could be read.
+    """
+    if len(payload) > MAX_COMMAND_BYTES:
+        raise ControlCommandError(
+            f"command of {len(payload)} bytes exceeds the {MAX_COMMAND_BYTES}-byte limit",
+            topic=topic,
+        )
+    try:
+        data = from_json(payload, allow_inf_nan=False)
+    except ValueError as err:  # bad UTF-8, bad JSON, or nested too deep: never recursion
+        raise ControlCommandError(f"not JSON: {err}", topic=topic) from None
+    try:
+        return ControlCommand.model_validate(data)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+            for e in err.errors(include_url=False, include_input=False)
+        )
+        raise ControlCommandError(
+            problems,
+            topic=topic,
+            request_id=_salvage(data, "request_id"),
+            reply_to=_salvage(data, "reply_to"),
+        ) from None
+
+
+def decode_reply(payload: bytes) -> ControlReply:
+    """The reply in ``payload``; raises :class:`ControlCommandError` when it is not one."""
+    if len(payload) > 64 * MAX_COMMAND_BYTES:
+        raise ControlCommandError(f"reply of {len(payload)} bytes is too large")
+    try:
+        return ControlReply.model_validate_json(payload)
+    except ValidationError as err:
+        raise ControlCommandError(f"not a control reply: {err.error_count()} problems") from None

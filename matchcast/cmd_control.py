@@ -1,0 +1,93 @@
+"""``matchcast control``: pause, resume, seek, speed, stop or ask the status of a running replayer.
+
+Sends one command (:func:`matchcast.control.send_command`), waits for the reply and prints the
+replayer's new state in one line, or one clear error and a non-zero exit. See docs/control.md.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from events import ControlReply
+from matchcast.cli import _connection_options, _fail, _run, _setup_logs, _topics
+from matchcast.control import ControlError, format_reply, send_command
+from matchcast.options import (
+    BrokerOpt,
+    CaFileOpt,
+    CertFileOpt,
+    KeyFileOpt,
+    LogFmtOpt,
+    RootOpt,
+    TlsInsecureOpt,
+    VerboseOpt,
+)
+
+__all__ = ["register"]
+
+
+def control(
+    action: Annotated[
+        str,
+        typer.Argument(
+            metavar="COMMAND",
+            help="pause, resume, seek MINUTE, speed N|max, stop or status.",
+            show_default=False,
+        ),
+    ],
+    value: Annotated[
+        str | None,
+        typer.Argument(
+            help="seek: the minute (80, 90+2); speed: match seconds per wall second, or max."
+        ),
+    ] = None,
+    replayer: Annotated[
+        str | None,
+        typer.Option("--replayer", help="The replayer's id; optional with one online."),
+    ] = None,
+    match: Annotated[
+        str | None, typer.Option("--match", help="Only this match; all of the replayer's.")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="Seconds to wait for the answer.")
+    ] = 5.0,
+    broker: BrokerOpt = None,
+    ca_file: CaFileOpt = None,
+    cert_file: CertFileOpt = None,
+    key_file: KeyFileOpt = None,
+    tls_insecure: TlsInsecureOpt = False,
+    root: RootOpt = "matchcast",
+    log_format: LogFmtOpt = "auto",
+    verbose: VerboseOpt = 0,
+) -> None:
+    """Control a running replay: pause, resume, seek MINUTE, speed N|max, stop, status."""
+    _setup_logs(log_format, verbose, quiet_default=True)
+    url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
+    if url is None:
+        _fail("control needs a broker: --broker mqtt://HOST:PORT or $MATCHCAST_BROKER", 2)
+    topics = _topics(root)
+
+    async def go() -> ControlReply | ControlError:
+        try:
+            return await send_command(
+                url,
+                action.lower(),
+                value,
+                replayer_id=replayer,
+                match=match,
+                topics=topics,
+                reply_timeout=timeout,
+            )
+        except ControlError as err:
+            return err
+
+    result = _run(go)
+    if isinstance(result, ControlError):
+        _fail(str(result), result.code)
+    typer.echo(format_reply(result))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``control`` command to ``app``."""
+    app.command("control")(control)

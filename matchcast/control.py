@@ -1,0 +1,260 @@
+"""Sending a command to a running replayer and waiting for its answer.
+
+Used by ``matchcast control`` (:mod:`matchcast.cmd_control`) and the web page's controls
+(``matchcast web --control``). The replayer is found from the retained statuses on
+``{root}/replayers/+/status``: with one online, it need not be named; with several, the error
+lists them. Every failure is a :class:`ControlError` a person can act on: no (such) replayer,
+a minute outside the match, a command the broker refused, no answer. See docs/control.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import typing
+import uuid
+from collections.abc import Sequence
+
+import structlog
+
+from events import (
+    CONTENT_TYPE,
+    BrokerError,
+    ControlAction,
+    ControlCommand,
+    ControlCommandError,
+    ControlReply,
+    Message,
+    MessageProps,
+    Topics,
+    decode_reply,
+    encode_control,
+    parse_minute,
+)
+from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.status import ReplayerStatus
+
+__all__ = [
+    "ACTIONS",
+    "ControlError",
+    "find_replayers",
+    "format_reply",
+    "make_command",
+    "send_command",
+]
+
+_log = structlog.get_logger("matchcast.control")
+
+#: Seconds to wait for the retained statuses after subscribing, once the first one came.
+STATUS_QUIET_S = 0.3
+
+
+#: What ``matchcast control`` and the page can ask, from the command model.
+ACTIONS: tuple[str, ...] = typing.get_args(ControlAction)
+
+
+class ControlError(Exception):
+    """A command that could not be carried out; the message is for the person at the terminal.
+
+    Attributes:
+        code: the exit status (2 bad input, 1 otherwise).
+    """
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+async def find_replayers(
+    client: MqttClient, topics: Topics, inbox: asyncio.Queue[Message]
+) -> dict[str, ReplayerStatus]:
+    """The replayers whose retained status says online, by id (``inbox``: what ``client``
+    receives)."""
+    await client.subscribe(topics.status("+"), qos=1)
+    found: dict[str, ReplayerStatus] = {}
+    timeout = 3.0  # for the first retained message; the broker sends the rest right after
+    while True:
+        try:
+            async with asyncio.timeout(timeout):
+                message = await inbox.get()
+        except TimeoutError:
+            break
+        timeout = STATUS_QUIET_S
+        if not message.retain or topics.parse(message.topic) is None:
+            continue
+        try:
+            status = ReplayerStatus.model_validate_json(message.payload, extra="ignore")
+        except ValueError as err:
+            _log.debug("status.unreadable", topic=message.topic, reason=str(err)[:200])
+            continue
+        if status.status == "online":
+            found[status.replayer_id] = status
+        else:
+            found.pop(status.replayer_id, None)
+    return found
+
+
+def format_reply(reply: ControlReply) -> str:
+    """The replayer's state in one line: ``r1: paused at speed 60; m1 55' (paused, run ...)``."""
+    speed = reply.speed if reply.speed == "max" else f"{reply.speed:g}"
+    parts = [f"{reply.replayer_id}: {reply.state} at speed {speed}"]
+    for m in reply.matches:
+        clock = m.clock.label if m.clock is not None else "before kickoff"
+        parts.append(f"{m.match_id} {clock} {m.state}")
+    return "; ".join(parts)
+
+
+def make_command(
+    action: str, argument: str | None, match: str | None, request_id: str, reply_to: str
+) -> ControlCommand:
+    """The command for ``action`` and its argument (a minute, a speed), checked.
+
+    Raises:
+        ControlError: (code 2) an argument missing, extra or not valid.
+    """
+    if action not in ACTIONS:
+        raise ControlError(f"unknown command {action!r}: one of {', '.join(ACTIONS)}", 2)
+    if action in ("seek", "speed") and argument is None:
+        example = "80 or 90+2" if action == "seek" else "a number such as 120, or max"
+        raise ControlError(f"{action} needs a value: {example}", 2)
+    if action not in ("seek", "speed") and argument is not None:
+        raise ControlError(f"{action} takes no value, got {argument!r}", 2)
+    fields: dict[str, object] = {}
+    if action == "seek":
+        assert argument is not None
+        try:
+            parse_minute(argument)
+        except ValueError as err:
+            raise ControlError(f"seek: {err}", 2) from None
+        fields["minute"] = argument
+    if action == "speed":
+        assert argument is not None
+        if argument.lower() == "max":
+            fields["speed"] = "max"
+        else:
+            try:
+                value = float(argument)
+            except ValueError:
+                value = -1.0
+            if not 0 < value <= 1_000_000:
+                raise ControlError(f"speed must be above 0 or 'max', not {argument!r}", 2)
+            fields["speed"] = value
+    try:
+        return ControlCommand.model_validate(
+            {
+                "request_id": request_id,
+                "command": action,
+                "reply_to": reply_to,
+                "match": match,
+                **fields,
+            }
+        )
+    except ValueError as err:
+        raise ControlError(f"{action}: {err}", 2) from None
+
+
+async def send_command(
+    url: BrokerURL | Sequence[BrokerURL],
+    action: str,
+    argument: str | None = None,
+    *,
+    replayer_id: str | None = None,
+    match: str | None = None,
+    topics: Topics | None = None,
+    reply_timeout: float = 5.0,
+) -> ControlReply:
+    """Send one command to a replayer and return its reply.
+
+    Raises:
+        ControlError: no (or no such) replayer online, several and none chosen, the broker
+            refused the command, no answer came, or the replayer refused it.
+        BrokerError: the broker cannot be reached.
+    """
+    topics = topics or Topics()
+    request_id = uuid.uuid4().hex[:16]
+    make_command(action, argument, match, request_id, "")  # bad input fails before connecting
+    inbox: asyncio.Queue[Message] = asyncio.Queue()
+
+    async def pump(client: MqttClient) -> None:
+        async for message in client.messages():
+            inbox.put_nowait(message)
+
+    async with MqttClient(url, client_id=f"matchcast-control-{request_id}") as client:
+        reader = asyncio.create_task(pump(client))
+        try:
+            reply = await _exchange(
+                client,
+                inbox,
+                topics,
+                action,
+                argument,
+                match,
+                replayer_id,
+                request_id,
+                reply_timeout,
+            )
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, BrokerError):
+                await reader
+    if not reply.ok:
+        raise ControlError(f"replayer {reply.replayer_id!r} refused {action}: {reply.error}")
+    return reply
+
+
+async def _exchange(
+    client: MqttClient,
+    inbox: asyncio.Queue[Message],
+    topics: Topics,
+    action: str,
+    argument: str | None,
+    match: str | None,
+    replayer_id: str | None,
+    request_id: str,
+    reply_timeout: float,
+) -> ControlReply:
+    """Find the replayer, send the command, wait for its reply."""
+    online = await find_replayers(client, topics, inbox)
+    if replayer_id is None:
+        if not online:
+            raise ControlError(f"no replayer is online under {topics.root}/replayers/")
+        if len(online) > 1:
+            listing = ", ".join(sorted(online))
+            raise ControlError(
+                f"{len(online)} replayers online, pick one with --replayer: {listing}", 2
+            )
+        replayer_id = next(iter(online))
+    elif replayer_id not in online:
+        known = ", ".join(sorted(online)) or "none"
+        raise ControlError(f"no replayer {replayer_id!r} is online (online: {known})")
+    reply_topic = topics.reply(replayer_id, request_id)
+    command = make_command(action, argument, match, request_id, reply_topic)
+    await client.subscribe(reply_topic, qos=1)
+    refusal = await client.publish_refusal(
+        topics.control(replayer_id),
+        encode_control(command),
+        props=MessageProps(content_type=CONTENT_TYPE),
+    )
+    if refusal is not None:
+        raise ControlError(
+            f"the broker refused the command: {refusal}; only an operator may control "
+            f"replayers (log in as one: $MATCHCAST_USERNAME)"
+        )
+    try:
+        async with asyncio.timeout(reply_timeout):
+            while True:
+                message = await inbox.get()
+                if message.topic != reply_topic:
+                    continue
+                try:
+                    reply = decode_reply(message.payload)
+                except ControlCommandError:
+                    continue
+                if reply.request_id == request_id:
+                    return reply
+    except TimeoutError:
+        raise ControlError(
+            f"no answer from replayer {replayer_id!r} within {reply_timeout:g}s: it "
+            f"stopped, or the broker dropped the command (may this user publish to "
+            f"{topics.control(replayer_id)}?)"
+        ) from None

@@ -1,0 +1,366 @@
+"""Controlling a replayer through mosquitto: each command's effect on the published stream.
+
+The replayer runs at speed 60 on a clock the test moves by hand, so every assertion is on the
+events' clocks and ``scheduled_at``, never on wall timing. Commands go the way
+``matchcast control`` sends them (:func:`matchcast.cmd_control.send_command`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from consumers import Runner, Subscriber
+from events import Event, Goal, MatchState, Message, Topics, decode_event, decode_state
+from matchcast.app import run_replay, run_watch
+from matchcast.control import ControlError, find_replayers, send_command
+from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.status import ReplayerStatus
+from simulator import Replayer, ReplayOptions, expand, resolve_matches, wall_offsets
+from tests._fakes import ManualClock
+
+pytestmark = pytest.mark.mosquitto
+
+SEMI = resolve_matches("semifinal")[0]
+STREAM = expand(SEMI)
+
+
+def _offsets(speed: float) -> list[float]:
+    return wall_offsets(STREAM, ReplayOptions(speed=speed), SEMI.break_minutes)
+
+
+class _Live:
+    """A replay on mosquitto at speed 60, on a hand-moved clock, and what a watcher got."""
+
+    def __init__(self, url: BrokerURL, topics: Topics, replayer_id: str) -> None:
+        self.url, self.topics, self.replayer_id = url, topics, replayer_id
+        self.clock = ManualClock()
+        self.replayer: Replayer | None = None
+        self.ready = asyncio.Event()
+        self.received: list[Event | MatchState] = []
+        self.task: asyncio.Task[Any] | None = None
+
+    def _ready(self, replayer: Replayer) -> None:
+        self.replayer = replayer
+        self.ready.set()
+
+    def start(self, tg: asyncio.TaskGroup) -> None:
+        self.task = tg.create_task(
+            run_replay(
+                [SEMI],
+                self.url,
+                ReplayOptions(speed=60.0, break_seconds=2.0, topics=self.topics),
+                replayer_id=self.replayer_id,
+                on_ready=self._ready,
+                clock=self.clock,
+            )
+        )
+
+    async def collect(self, watcher: MqttClient) -> None:
+        async for message in watcher.messages():
+            if message.topic.endswith("/events"):
+                event = decode_event(message.payload)
+                self.received.append(event)
+                if event.type == "full_time":
+                    return
+            else:
+                self.received.append(decode_state(message.payload))
+
+    def events(self) -> list[Event]:
+        return [e for e in self.received if not isinstance(e, MatchState)]
+
+    def where(self) -> tuple[int, int]:
+        """(run, last seq published) at the replayer."""
+        assert self.replayer is not None
+        playback = self.replayer.playback()[0]
+        return playback.run, playback.last_seq
+
+    async def settle(self) -> float | None:
+        assert self.task is not None
+        sleeper = asyncio.ensure_future(self.clock.sleeper())
+        await asyncio.wait({sleeper, self.task}, return_when=asyncio.FIRST_COMPLETED)
+        if not sleeper.done():
+            sleeper.cancel()
+            return None
+        return sleeper.result()
+
+    async def until_seq(self, seq: int, *, newer_than: int = 0) -> float:
+        while True:
+            due = await self.settle()
+            assert due is not None
+            run, last = self.where()
+            if last >= seq and run > newer_than:
+                return due
+            self.clock.advance(due)
+
+    async def finish(self) -> None:
+        while (due := await self.settle()) is not None:
+            self.clock.advance(due)
+
+    async def command(self, action: str, argument: str | None = None) -> Any:
+        if action != "status":  # the replay wakes: wait for its next sleep, not the old one
+            self.clock.mark()
+        return await send_command(
+            self.url, action, argument, replayer_id=self.replayer_id, topics=self.topics
+        )
+
+
+async def _statuses(url: BrokerURL, topics: Topics) -> dict[str, ReplayerStatus]:
+    """The retained statuses of the replayers online, as a newcomer reads them."""
+    inbox: asyncio.Queue[Message] = asyncio.Queue()
+    async with MqttClient(url) as client:
+
+        async def pump() -> None:
+            async for message in client.messages():
+                inbox.put_nowait(message)
+
+        reader = asyncio.ensure_future(pump())
+        try:
+            return await find_replayers(client, topics, inbox)
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+
+
+def _at(event: Event) -> dt.datetime:
+    assert event.scheduled_at is not None
+    return event.scheduled_at
+
+
+async def test_pause_holds_the_stream_and_a_speed_change_re_spaces_it(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    live = _Live(mosquitto_url, topics, "ctl-pause")
+    async with MqttClient(mosquitto_url) as watcher, asyncio.timeout(60):
+        await watcher.subscribe(topics.events(SEMI.match_id))
+        async with asyncio.TaskGroup() as tg:
+            reader = tg.create_task(live.collect(watcher))
+            live.start(tg)
+            await live.ready.wait()
+            due = await live.until_seq(10)
+            live.clock.advance(due - 0.25)
+            paused = await live.command("pause")
+            assert (paused.state, paused.matches[0].state) == ("paused", "paused")
+            retained = (await _statuses(mosquitto_url, topics))["ctl-pause"]
+            assert (retained.state, retained.speed) == ("paused", 60.0)
+            assert [(p.state, p.last_seq) for p in retained.playback] == [("paused", 10)]
+            live.clock.advance(due + 600.0)  # every old deadline passes during the pause
+            status = await live.command("status")
+            assert status.matches[0].last_seq == 10  # nothing was scheduled while paused
+            resumed = await live.command("resume")
+            assert resumed.state == "playing"
+            due = await live.until_seq(20)
+            live.clock.advance(due - 1.0)
+            faster = await live.command("speed", "120")
+            assert faster.speed == 120.0
+            await live.finish()
+            await reader
+    events = live.events()
+    assert [e.seq for e in events] == list(range(1, 107))
+    slow, fast = _offsets(60), _offsets(120)
+    gap = (_at(events[10]) - _at(events[9])).total_seconds()
+    assert gap == pytest.approx(slow[10] - slow[9] + 600.25, abs=1e-3)  # paused 600.25 s
+    spacing = [(_at(events[j]) - _at(events[20])).total_seconds() for j in range(21, 106)]
+    assert spacing == pytest.approx([fast[j] - fast[20] for j in range(21, 106)], abs=1e-3)
+    assert (_at(events[20]) - _at(events[19])).total_seconds() == pytest.approx(
+        slow[20] - slow[19] - 0.5, abs=1e-3
+    )
+
+
+async def test_seeks_back_and_forth_end_every_consumer_at_the_true_score(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    """A scoreboard, a --session consumer and the raw stream after pauses and seeks."""
+    live = _Live(mosquitto_url, topics, "ctl-seek")
+    scores: list[str] = []
+    board = Subscriber("board")
+    board.on_state(lambda state: scores.append(state.scoreline))
+    board.on(Goal)(lambda _event, state: scores.append(state.scoreline))
+    clean = Runner([board], topics=topics)
+    session = Runner([], topics=topics)
+    done = {SEMI.match_id}
+    async with MqttClient(mosquitto_url) as watcher, asyncio.timeout(90):
+        await watcher.subscribe(topics.events(SEMI.match_id))
+        await watcher.subscribe(topics.state(SEMI.match_id))
+        async with asyncio.TaskGroup() as tg:
+            reader = tg.create_task(live.collect(watcher))
+            clean_task = tg.create_task(
+                run_watch(mosquitto_url, [], runner=clean, until_finished=set(done))
+            )
+            session_task = tg.create_task(
+                run_watch(
+                    mosquitto_url,
+                    [],
+                    runner=session,
+                    until_finished=set(done),
+                    client_id=f"{topics.root}-session",
+                    clean_start=False,
+                    session_expiry=300,
+                )
+            )
+            await clean.subscribed.wait()
+            await session.subscribed.wait()
+            live.start(tg)
+            await live.ready.wait()
+            await live.until_seq(97)  # 1-1 after the 86' goal
+            first_run, _ = live.where()
+            back = await live.command("seek", "30")
+            assert back.matches[0].clock is not None
+            assert back.matches[0].clock.label == "29'"  # the state it goes to: before 30'
+            await live.until_seq(35, newer_than=first_run)
+            second_run, _ = live.where()
+            await live.command("pause")
+            live.clock.advance(live.clock.t + 100.0)
+            await live.command("seek", "88")
+            await live.command("resume")
+            await live.until_seq(98, newer_than=second_run)
+            await live.command("seek", "56")
+            await live.finish()
+            await reader
+            clean_states, session_states = await clean_task, await session_task
+    assert clean_states[SEMI.match_id].scoreline == "ARG 2-1 ENG"
+    assert session_states[SEMI.match_id].scoreline == "ARG 2-1 ENG"
+    assert clean.stats.gaps == session.stats.gaps == 0
+    assert "ARG 0-0 ENG" in scores[scores.index("ARG 1-1 ENG") :]  # the goals came off
+    # The first event after the seek to 30': the new run's, right after its snapshot.
+    snapshot = next(m for m in live.received if isinstance(m, MatchState) and m.run > first_run)
+    after = next(e for e in live.events() if e.run == snapshot.run)
+    assert (after.seq, after.clock.label) == (snapshot.last_seq + 1, "30'")
+    assert snapshot.scoreline == "ARG 0-0 ENG"
+
+
+async def test_a_minute_outside_the_match_and_an_unknown_replayer_are_clear_errors(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    live = _Live(mosquitto_url, topics, "ctl-errors")
+    async with asyncio.timeout(60), asyncio.TaskGroup() as tg:
+        live.start(tg)
+        await live.ready.wait()
+        await live.until_seq(3)
+        with pytest.raises(ControlError, match=r"outside the match \(1'-90\+5'\)"):
+            await live.command("seek", "100")
+        with pytest.raises(ControlError, match="no replayer 'nobody' is online"):
+            await send_command(mosquitto_url, "pause", replayer_id="nobody", topics=topics)
+        reply = await send_command(mosquitto_url, "stop", topics=topics)  # the only one online
+        assert reply.state == "stopped"
+        await live.finish()
+    assert live.task is not None
+    assert live.task.result()[0].last_seq == 3
+
+
+async def test_hostile_commands_get_an_error_reply_and_the_replayer_goes_on(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    live = _Live(mosquitto_url, topics, "ctl-hostile")
+    reply_topic = topics.reply("ctl-hostile", "evil")
+    hostile = [
+        b"{not json",
+        b"[" * 3000 + b"]" * 3000,
+        b"x" * 100_000,
+        b'{"request_id": "evil", "command": "explode", "reply_to": "%s"}' % reply_topic.encode(),
+        b'{"request_id": "evil", "command": "seek", "minute": "130", "reply_to": "%s"}'
+        % reply_topic.encode(),
+        # a reply topic outside the replayer's replies: answered nowhere
+        b'{"request_id": "evil", "command": "status", "reply_to": "%s"}'
+        % topics.events(SEMI.match_id).encode(),
+    ]
+    async with MqttClient(mosquitto_url) as client, asyncio.timeout(60):
+        await client.subscribe(reply_topic)
+        await client.subscribe(topics.events(SEMI.match_id))
+        async with asyncio.TaskGroup() as tg:
+            live.start(tg)
+            await live.ready.wait()
+            await live.until_seq(2)
+            for payload in hostile:
+                await client.publish(topics.control("ctl-hostile"), payload, qos=1)
+            status = await live.command("status")  # still answering, after all of them
+            assert status.ok
+            await live.command("stop")
+            await live.finish()
+            replies = []
+            async for message in client.messages():
+                if message.topic == reply_topic:
+                    replies.append(message.payload)
+                    if len(replies) == 2:
+                        break
+                else:
+                    assert b'"command"' not in message.payload  # nothing echoed into the stream
+    assert b"explode" in replies[0] or b"command" in replies[0]
+    assert b"written like" in replies[1]
+
+
+async def test_with_several_replayers_online_the_command_lists_them(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    first, second = _Live(mosquitto_url, topics, "ctl-a"), _Live(mosquitto_url, topics, "ctl-b")
+    async with asyncio.timeout(60), asyncio.TaskGroup() as tg:
+        first.start(tg)
+        second.start(tg)
+        await first.ready.wait()
+        await second.ready.wait()
+        with pytest.raises(ControlError, match="2 replayers online, pick one with --replayer: "):
+            await send_command(mosquitto_url, "pause", topics=topics)
+        for live in (first, second):
+            await live.command("stop")
+            await live.finish()
+
+
+async def test_one_after_another_plays_a_queue_in_order_and_stop_ends_it(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    second = resolve_matches("sim:7")[0]
+    order: list[tuple[str, str]] = []
+    async with MqttClient(mosquitto_url) as watcher, asyncio.timeout(60):
+        await watcher.subscribe(topics.events("+"))
+        reports = await run_replay(
+            [SEMI, second],
+            mosquitto_url,
+            ReplayOptions(speed=None, topics=topics),
+            replayer_id="ctl-queue",
+            one_after_another=True,
+        )
+        async for message in watcher.messages():
+            event = decode_event(message.payload)
+            order.append((event.match_id, event.type))
+            if (event.match_id, event.type) == (second.match_id, "full_time"):
+                break
+    assert [r.match_id for r in reports] == [SEMI.match_id, second.match_id]
+    first_end = order.index((SEMI.match_id, "full_time"))
+    assert {m for m, _ in order[: first_end + 1]} == {SEMI.match_id}
+    assert {m for m, _ in order[first_end + 1 :]} == {second.match_id}
+    # Stopped in the first match, the queue ends there.
+    live = _Live(mosquitto_url, topics, "ctl-queue-stop")
+    async with asyncio.timeout(60), asyncio.TaskGroup() as tg:
+        live.task = tg.create_task(
+            run_replay(
+                [SEMI, second],
+                mosquitto_url,
+                ReplayOptions(speed=60.0, topics=topics),
+                replayer_id=live.replayer_id,
+                one_after_another=True,
+                on_ready=live._ready,
+                clock=live.clock,
+            )
+        )
+        await live.ready.wait()
+        await live.until_seq(4)
+        assert (await live.command("stop")).state == "stopped"
+        await live.finish()
+    assert [r.match_id for r in live.task.result()] == [SEMI.match_id]
+
+
+async def test_a_command_nobody_answers_says_so(mosquitto_url: BrokerURL, topics: Topics) -> None:
+    """A replayer that says it is online but never answers (a dead one whose will did not
+    come, or a command the broker dropped over MQTT 3.1.1): a clear error, not a hang."""
+    ghost = (
+        b'{"status": "online", "replayer_id": "ghost", "matches": [], "at": "2026-07-15T19:00:00Z"}'
+    )
+    async with MqttClient(mosquitto_url) as client:
+        await client.publish(topics.status("ghost"), ghost, qos=1, retain=True)
+    with pytest.raises(ControlError, match=r"no answer from replayer 'ghost' within 0.5s"):
+        await send_command(mosquitto_url, "pause", topics=topics, reply_timeout=0.5)
+    async with MqttClient(mosquitto_url) as client:  # leave no retained message behind
+        await client.publish(topics.status("ghost"), b"", qos=1, retain=True)
