@@ -782,6 +782,7 @@ EXAMPLES: dict[str, str] = {
     "import": "matchcast import openfootball worldcup.json --match final -o final.yaml",
     "web": "matchcast web --broker mqtt://127.0.0.1:1883 --port 8000",
     "clear": "matchcast clear --broker mqtt://127.0.0.1:1883 --match wc2026-sf-arg-eng --yes",
+    "control": "MATCHCAST_USERNAME=operator matchcast control seek 85 --broker mqtt://127.0.0.1:1883",
 }
 
 

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import aiomqtt
 import pytest
@@ -255,3 +259,39 @@ async def test_a_consumers_node_killed_mid_replay(cluster: Cluster, topics: Topi
         # Rejoined with a clean session: what it missed is reported, as a gap in the events
         # or as a resynchronisation from the snapshot when no event followed.
         assert runner.stats.gaps + runner.stats.resyncs >= 1
+
+
+@pytest.mark.parametrize("qos", [0, 1])
+def test_load_on_the_fast_client_spreads_over_every_node(
+    cluster: Cluster, topics: Topics, qos: int, tmp_path: Path
+) -> None:
+    """`matchcast load --client fast` on a 3.1.1-only engine (auto falls back), every node
+    listed: the connections go round-robin over the nodes and the probes get the events."""
+    report = tmp_path / "r.json"
+    brokers = ",".join(str(u) for u in cluster.urls)
+    args = ["load", "--broker", brokers, "--client", "fast", "--matches", "4"]
+    args += ["--subscribers", "3", "--publishers", "3", "--speed", "max", "--qos", str(qos)]
+    args += ["--root", topics.root, "--no-progress", "--report", str(report), "--keep"]
+    r = subprocess.run(
+        [sys.executable, "-m", "matchcast", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    result = json.loads(report.read_text())
+    delivery = result["delivery"]
+    assert delivery["expected"] == 4 * LAST_SEQ * 3
+    assert delivery["received"] > 0
+    assert delivery["unique"] + delivery["lost"] == delivery["expected"]  # every event accounted
+    if qos == 1 and isinstance(cluster, RabbitCluster):
+        assert delivery["lost"] == 0
+    # NATS 2.9 at QoS 1 was seen to lose an event now and then with no node down (seq 4 of
+    # one stream for two of three probes, 1 run in 4): the report names such seqs
+    # (lost_seqs_sample), and docs/cluster.md says so; it is not asserted away here.
+    nodes = result["nodes"]
+    assert set(nodes) == {str(u) for u in cluster.urls}
+    assert all(sum(roles.values()) >= 1 for roles in nodes.values())  # every node got some
+    health = result["connections"]
+    assert health["publishers"]["connect_failures"] == health["probes"]["connect_failures"] == 0
