@@ -110,16 +110,22 @@ async def _independent(
 
 
 async def _retained_state(url: BrokerURL, topics: Topics) -> MatchState:
-    """The retained state one node holds for the semi-final (an exact-topic subscription)."""
-    async with aiomqtt.Client(url.host, url.port, protocol=aiomqtt.ProtocolVersion.V311) as c:
-        await c.subscribe(topics.state(SEMI.match_id), qos=1)
-        try:
-            async with asyncio.timeout(20):
-                message = await anext(aiter(c.messages))
-        except TimeoutError:
-            raise AssertionError(f"{url} holds no retained state") from None
-        assert isinstance(message.payload, bytes)
-        return decode_state(message.payload)
+    """The retained state one node holds for the semi-final (an exact-topic subscription).
+
+    Asked afresh a few times: right after losing a node, NATS serves retained messages only
+    once its JetStream has a leader again, and a subscription made before that gets nothing.
+    """
+    for _ in range(4):
+        async with aiomqtt.Client(url.host, url.port, protocol=aiomqtt.ProtocolVersion.V311) as c:
+            await c.subscribe(topics.state(SEMI.match_id), qos=1)
+            try:
+                async with asyncio.timeout(15):
+                    message = await anext(aiter(c.messages))
+            except TimeoutError:
+                continue
+            assert isinstance(message.payload, bytes)
+            return decode_state(message.payload)
+    raise AssertionError(f"{url} holds no retained state (asked 4 times over 60 s)")
 
 
 def _diff(seen: list[int]) -> str:
