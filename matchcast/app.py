@@ -307,6 +307,10 @@ async def run_replay(  # noqa: PLR0915 - connection, status, control service and
             _log.warning(
                 "replayer.status_not_published", replayer_id=replayer_id, reason=err.reason
             )
+            # RabbitMQ 3.10 keeps a client id's subscription queue on the node that died: a
+            # subscribe under that id (the control topic) hangs on any other node, which then
+            # drops the connection. The next connection takes a client id of its own.
+            client.start_clean()
 
     async with MqttClient(
         url,
