@@ -298,12 +298,15 @@ async def runner_rate(url: BrokerURL, n: int, size: int) -> dict[str, float]:
 
 
 def _event_lines(n: int, size: int, match_id: str) -> list[bytes]:
-    """One match of ``n`` events, seq 1..n (clocks cycling through the semi-final's), each a
+    """One match of ``n`` events, seq 1..n (clocks cycling through the semi-final's, its full
+    time left out), each a
     JSON line padded with trailing whitespace to ``size`` bytes like the C clients' payloads."""
     from events import encode_event  # noqa: PLC0415
     from matchcast.testing import match_events  # noqa: PLC0415
 
-    template = match_events("semifinal")
+    # Without full time: a consumer refuses every event of a run after its full time, and the
+    # stream goes on far past the semi-final's 106 events.
+    template = [e for e in match_events("semifinal") if e.type != "full_time"]
     lines = []
     for i in range(n):
         event = template[i % len(template)].model_copy(update={"match_id": match_id, "seq": i + 1})
