@@ -228,44 +228,28 @@ def _messages() -> dict[str, Any]:
             }
         ],
     }
-    messages["status"] = {
-        "name": "status",
-        "title": "ReplayerStatus",
-        "summary": _summary(ReplayerStatus.__doc__),
-        "contentType": CONTENT_TYPE,
-        "payload": {"$ref": _SCHEMAS + "ReplayerStatus"},
-        "bindings": _mqtt_message_binding(),
-        "examples": [
+    messages["status"] = _model_message(
+        "status",
+        ReplayerStatus,
+        [
             {"name": s, "payload": json.loads(example_status(s).model_dump_json())}
             for s in ("online", "offline")
         ],
-    }
-    messages["control"] = {
-        "name": "control",
-        "title": "ControlCommand",
-        "summary": _summary(ControlCommand.__doc__),
-        "contentType": CONTENT_TYPE,
-        "payload": {"$ref": _SCHEMAS + "ControlCommand"},
-        "bindings": _mqtt_message_binding(),
-        "examples": [{"name": "seek", "payload": json.loads(encode_control(example_command()))}],
-    }
-    messages["controlReply"] = {
-        "name": "controlReply",
-        "title": "ControlReply",
-        "summary": _summary(ControlReply.__doc__),
-        "contentType": CONTENT_TYPE,
-        "payload": {"$ref": _SCHEMAS + "ControlReply"},
-        "bindings": _mqtt_message_binding(),
-        "examples": [{"name": "paused", "payload": json.loads(encode_control(example_reply()))}],
-    }
-    messages["deadletter"] = {
-        "name": "deadletter",
-        "title": "DeadLetter",
-        "summary": _summary(DeadLetter.__doc__),
-        "contentType": CONTENT_TYPE,
-        "payload": {"$ref": _SCHEMAS + "DeadLetter"},
-        "bindings": _mqtt_message_binding(),
-        "examples": [
+    )
+    messages["control"] = _model_message(
+        "control",
+        ControlCommand,
+        [{"name": "seek", "payload": json.loads(encode_control(example_command()))}],
+    )
+    messages["controlReply"] = _model_message(
+        "controlReply",
+        ControlReply,
+        [{"name": "paused", "payload": json.loads(encode_control(example_reply()))}],
+    )
+    messages["deadletter"] = _model_message(
+        "deadletter",
+        DeadLetter,
+        [
             {
                 "name": "not-json",
                 "payload": {
@@ -278,7 +262,7 @@ def _messages() -> dict[str, Any]:
                 },
             }
         ],
-    }
+    )
     messages["event"] = {
         "name": "event",
         "title": "Event",
@@ -290,6 +274,19 @@ def _messages() -> dict[str, Any]:
         "bindings": _mqtt_message_binding(),
     }
     return messages
+
+
+def _model_message(name: str, model: type, examples: list[dict[str, Any]]) -> dict[str, Any]:
+    """A message whose payload is one model's schema, with its docstring as the summary."""
+    return {
+        "name": name,
+        "title": model.__name__,
+        "summary": _summary(model.__doc__),
+        "contentType": CONTENT_TYPE,
+        "payload": {"$ref": _SCHEMAS + model.__name__},
+        "bindings": _mqtt_message_binding(),
+        "examples": examples,
+    }
 
 
 def _channel_messages(kind: TopicKind) -> tuple[str, ...]:
