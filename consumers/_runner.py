@@ -65,6 +65,8 @@ from events import (
 #: Topics parsed once and remembered (a few per match); a bound keeps junk topics from growing it.
 _PARSED_CACHE = 100_000
 _NOT_OURS: tuple[TopicKind, str] = ("status", "")
+#: The topics a runner reads; any other of the tree (a status, a dead letter) is not for it.
+_MATCH_TOPICS: frozenset[TopicKind] = frozenset(("events", "state"))
 
 #: Event routes (event class x match) remembered before starting afresh.
 _ROUTES_CACHED = 10_000
@@ -495,7 +497,7 @@ class Runner:
             parsed = self.topics.parse(message.topic) or _NOT_OURS
             if len(self._parsed) < _PARSED_CACHE:
                 self._parsed[message.topic] = parsed
-        if parsed is _NOT_OURS or parsed[0] == "status":
+        if parsed[0] not in _MATCH_TOPICS:
             return
         kind, match_id = parsed
         if self.match_filter not in ("+", match_id):

@@ -72,7 +72,16 @@ from events._state import (
     check_sequence,
     replay_state,
 )
-from events._topics import DEFAULT_ROOT, TopicKind, Topics
+from events._topics import (
+    DEFAULT_ROOT,
+    LOAD_ROOT,
+    TOPIC_TREE,
+    TopicKind,
+    TopicRole,
+    Topics,
+    TopicSpec,
+    topic_spec,
+)
 from events._wire import (
     BatchSource,
     Message,
@@ -85,10 +94,12 @@ from events._wire import (
 __all__ = [
     "CONTENT_TYPE",
     "DEFAULT_ROOT",
+    "LOAD_ROOT",
     "MAX_COMMAND_BYTES",
     "MAX_PAYLOAD_BYTES",
     "PERIOD_BOUNDS",
     "SCHEMA_VERSION",
+    "TOPIC_TREE",
     "BaseEvent",
     "BatchSource",
     "BrokerError",
@@ -138,6 +149,8 @@ __all__ = [
     "TeamCode",
     "TeamRef",
     "TopicKind",
+    "TopicRole",
+    "TopicSpec",
     "Topics",
     "UnknownEventTypeError",
     "UnsupportedVersionError",
@@ -153,4 +166,5 @@ __all__ = [
     "format_validation_error",
     "parse_minute",
     "replay_state",
+    "topic_spec",
 ]

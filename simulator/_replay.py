@@ -54,6 +54,7 @@ from events import (
     apply,
     encode_event,
     encode_state,
+    topic_spec,
 )
 from simulator._chaos import Emission, Fault, apply_chaos
 from simulator._chaos_spec import ChaosSpec
@@ -137,9 +138,10 @@ class ReplayOptions:
             point first; None for kickoff.
         break_seconds: wall seconds each break (half time, ...) lasts; None for its real length
             divided by ``speed``.
-        qos: QoS of every message.
+        qos: QoS of every message (default: the events topic's in :data:`events.TOPIC_TREE`).
         topics: the topic tree.
-        event_expiry: MQTT 5 message expiry of events, seconds; None for no expiry.
+        event_expiry: MQTT 5 message expiry of events, seconds; None for no expiry (default:
+            the events topic's in :data:`events.TOPIC_TREE`).
         max_inflight: messages awaiting acknowledgement at once at ``speed=None``.
         chaos: faults to inject (see :mod:`simulator._chaos`); None for a clean stream.
         seed: the seed of the chaos: the same seed makes the same faults.
@@ -151,9 +153,9 @@ class ReplayOptions:
     speed: float | None = 60.0
     start: MatchClock | None = None
     break_seconds: float | None = 2.0
-    qos: int = 1
+    qos: int = topic_spec("events").qos
     topics: Topics = field(default_factory=Topics)
-    event_expiry: int | None = 3600
+    event_expiry: int | None = topic_spec("events").expiry
     max_inflight: int = 64
     chaos: ChaosSpec | None = None
     seed: int = 0
