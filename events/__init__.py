@@ -3,7 +3,16 @@
 Imports no MQTT client and does no I/O.
 """
 
-from events._clock import PERIOD_BOUNDS, MatchClock, Period
+from events._clock import (
+    ADDED_TIME_AFTER,
+    LAST_MINUTE,
+    PERIOD_BOUNDS,
+    MatchClock,
+    Period,
+    format_minute,
+    minute_of_play,
+    parse_minute,
+)
 from events._codec import (
     CONTENT_TYPE,
     MAX_PAYLOAD_BYTES,
@@ -25,7 +34,6 @@ from events._control import (
     decode_command,
     decode_reply,
     encode_control,
-    parse_minute,
 )
 from events._errors import (
     BrokerError,
@@ -92,8 +100,10 @@ from events._wire import (
 )
 
 __all__ = [
+    "ADDED_TIME_AFTER",
     "CONTENT_TYPE",
     "DEFAULT_ROOT",
+    "LAST_MINUTE",
     "LOAD_ROOT",
     "MAX_COMMAND_BYTES",
     "MAX_PAYLOAD_BYTES",
@@ -163,7 +173,9 @@ __all__ = [
     "encode_control",
     "encode_event",
     "encode_state",
+    "format_minute",
     "format_validation_error",
+    "minute_of_play",
     "parse_minute",
     "replay_state",
     "topic_spec",
