@@ -35,6 +35,8 @@ from events import (
     Message,
     Publisher,
     PublishRefusedError,
+    Topics,
+    topic_spec,
 )
 
 __all__ = ["DeadLetter", "Outcome", "consumer_name", "send_dead_letter"]
@@ -59,7 +61,7 @@ def consumer_name(subscribers: Iterable[str], username: str | None = None) -> st
 async def send_dead_letter(publisher: Publisher, topic: str, body: bytes) -> Outcome:
     """Publish one dead letter at QoS 1 and say what became of it (logged; never raises)."""
     try:
-        await publisher.publish(topic, body, qos=1)
+        await publisher.publish(topic, body, qos=topic_spec("deadletter").qos)
     except PublishRefusedError as err:
         _log.warning(
             "deadletter.refused",
@@ -67,8 +69,8 @@ async def send_dead_letter(publisher: Publisher, topic: str, body: bytes) -> Out
             code=err.code,
             reason=err.name,
             hint="the broker does not let this consumer write its dead-letter topic; grant it "
-            "(mosquitto: pattern write matchcast/deadletter/%u, see deploy/mosquitto/acl) "
-            "or name the consumer after its broker user",
+            f"(mosquitto: pattern write {Topics().deadletter('%u')}, see "
+            "deploy/mosquitto/acl) or name the consumer after its broker user",
         )
         return "refused"
     except MatchcastError as err:

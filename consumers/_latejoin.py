@@ -1,13 +1,14 @@
 """Late join where wildcard subscriptions get no retained messages (RabbitMQ 3.10).
 
-A consumer gets a match's state by the retained snapshot on ``{root}/state/{match}``. mosquitto
-and NATS hand retained messages to a ``{root}/state/+`` subscription; RabbitMQ 3.10 hands them
-only to a subscription of the exact topic (and keeps them on the node they were published to).
-So wherever the runner knows a match id, from an event or a state it has already seen, it also
-subscribes to that match's exact state topic: on every (re)subscription, which is how a
-consumer that failed over to another node, or lost its session, gets its snapshot there; and
-when it asks for a snapshot after a gap. Elsewhere the extra subscription costs a duplicate
-snapshot, which the sequencer ignores (a state is applied by its seq, once).
+A consumer gets a match's state by the retained snapshot on ``{root}/matches/{match}/state``.
+mosquitto and NATS hand retained messages to a ``{root}/matches/+/state`` subscription;
+RabbitMQ 3.10 hands them only to a subscription of the exact topic (and keeps them on the node
+they were published to). So wherever the runner knows a match id, from an event or a state it
+has already seen, it also subscribes to that match's exact state topic: on every
+(re)subscription, which is how a consumer that failed over to another node, or lost its
+session, gets its snapshot there; and when it asks for a snapshot after a gap. Elsewhere the
+extra subscription costs a duplicate snapshot, which the sequencer ignores (a state is applied
+by its seq, once).
 
 A re-subscription after a persistent session was given up (its node died: the source says
 ``session_lost``) has missed events, and none may follow (the match is over): each known match

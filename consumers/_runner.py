@@ -34,10 +34,10 @@ import contextlib
 import heapq
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 import structlog
 
@@ -65,6 +65,8 @@ from events import (
 #: Topics parsed once and remembered (a few per match); a bound keeps junk topics from growing it.
 _PARSED_CACHE = 100_000
 _NOT_OURS: tuple[TopicKind, str] = ("status", "")
+#: The topics a runner reads; any other of the tree (a status, a dead letter) is not for it.
+_MATCH_TOPICS: frozenset[TopicKind] = frozenset(("events", "state"))
 
 #: Event routes (event class x match) remembered before starting afresh.
 _ROUTES_CACHED = 10_000
@@ -241,7 +243,9 @@ class Runner:
         self._ended_runs: collections.OrderedDict[str, int] = collections.OrderedDict()
         #: Where rejected messages are copied (the connection, once :meth:`run` has one).
         self.dead_letters: Publisher | None = None
-        self._dead_letter_tasks: set[asyncio.Task[None]] = set()  # and other side errands
+        # Side errands the reader starts and does not wait for: dead letters on their way to
+        # the broker, and subscriptions to a match's exact state topic to ask for a resync.
+        self._errands: set[asyncio.Task[None]] = set()
         self._source: MessageSource | None = None
         self._parsed: dict[str, tuple[TopicKind, str]] = {}  # topic -> parsed, per match
         self.stats = RunnerStats()
@@ -402,8 +406,8 @@ class Runner:
             for task in (reader, stop):
                 task.cancel()
             await asyncio.gather(reader, stop, return_exceptions=True)
-            if self._dead_letter_tasks:  # copies of rejected messages still on their way
-                await asyncio.wait(self._dead_letter_tasks, timeout=2)
+            if self._errands:  # dead letters and resync requests still on their way
+                await asyncio.wait(self._errands, timeout=2)
         if not reader.cancelled() and (err := reader.exception()) is not None:
             raise err  # a typed error (BrokerError), not a group
 
@@ -495,7 +499,7 @@ class Runner:
             parsed = self.topics.parse(message.topic) or _NOT_OURS
             if len(self._parsed) < _PARSED_CACHE:
                 self._parsed[message.topic] = parsed
-        if parsed is _NOT_OURS or parsed[0] == "status":
+        if parsed[0] not in _MATCH_TOPICS:
             return
         kind, match_id = parsed
         if self.match_filter not in ("+", match_id):
@@ -638,9 +642,7 @@ class Runner:
             else:
                 _log.info("state.resync_asked", match_id=lane.match_id, topic=topic)
 
-        task = asyncio.ensure_future(ask())
-        self._dead_letter_tasks.add(task)
-        task.add_done_callback(self._dead_letter_tasks.discard)
+        self._start_errand(ask())
 
     @staticmethod
     def _check_run(run: int, message: Message) -> None:
@@ -695,9 +697,14 @@ class Runner:
             elif outcome == "refused":
                 self.stats.dead_letters_refused += 1
 
-        task = asyncio.ensure_future(send())
-        self._dead_letter_tasks.add(task)
-        task.add_done_callback(self._dead_letter_tasks.discard)
+        self._start_errand(send())
+
+    def _start_errand(self, errand: Coroutine[Any, Any, None]) -> None:
+        """Run ``errand`` beside the reader, which must not wait on the broker for it; the
+        runner waits for what is left of it (2 s at most) when it stops."""
+        task = asyncio.ensure_future(errand)
+        self._errands.add(task)
+        task.add_done_callback(self._errands.discard)
 
     def _lane(self, match_id: str) -> _Lane:
         """The lane of ``match_id``, made if new."""

@@ -169,7 +169,7 @@ def _board(state: MatchState, possession_span: str | None = None, offline: bool 
         body.append(Text(about, style="dim", justify="center"))
     body.append(table)
     if state.status == "stopped":
-        at = f" at {state.clock.period.short} {state.clock.label}" if state.clock else ""
+        at = f" at {state.clock.display}" if state.clock else ""
         body.append(Text(f"replay stopped{at}: not a final score", style="bold", justify="center"))
     elif offline:
         body.append(

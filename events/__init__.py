@@ -3,7 +3,16 @@
 Imports no MQTT client and does no I/O.
 """
 
-from events._clock import PERIOD_BOUNDS, MatchClock, Period
+from events._clock import (
+    ADDED_TIME_AFTER,
+    LAST_MINUTE,
+    PERIOD_BOUNDS,
+    MatchClock,
+    Period,
+    format_minute,
+    minute_of_play,
+    parse_minute,
+)
 from events._codec import (
     CONTENT_TYPE,
     MAX_PAYLOAD_BYTES,
@@ -25,7 +34,6 @@ from events._control import (
     decode_command,
     decode_reply,
     encode_control,
-    parse_minute,
 )
 from events._errors import (
     BrokerError,
@@ -72,7 +80,16 @@ from events._state import (
     check_sequence,
     replay_state,
 )
-from events._topics import DEFAULT_ROOT, TopicKind, Topics
+from events._topics import (
+    DEFAULT_ROOT,
+    LOAD_ROOT,
+    TOPIC_TREE,
+    TopicKind,
+    TopicRole,
+    Topics,
+    TopicSpec,
+    topic_spec,
+)
 from events._wire import (
     BatchSource,
     Message,
@@ -83,12 +100,16 @@ from events._wire import (
 )
 
 __all__ = [
+    "ADDED_TIME_AFTER",
     "CONTENT_TYPE",
     "DEFAULT_ROOT",
+    "LAST_MINUTE",
+    "LOAD_ROOT",
     "MAX_COMMAND_BYTES",
     "MAX_PAYLOAD_BYTES",
     "PERIOD_BOUNDS",
     "SCHEMA_VERSION",
+    "TOPIC_TREE",
     "BaseEvent",
     "BatchSource",
     "BrokerError",
@@ -138,6 +159,8 @@ __all__ = [
     "TeamCode",
     "TeamRef",
     "TopicKind",
+    "TopicRole",
+    "TopicSpec",
     "Topics",
     "UnknownEventTypeError",
     "UnsupportedVersionError",
@@ -150,7 +173,10 @@ __all__ = [
     "encode_control",
     "encode_event",
     "encode_state",
+    "format_minute",
     "format_validation_error",
+    "minute_of_play",
     "parse_minute",
     "replay_state",
+    "topic_spec",
 ]

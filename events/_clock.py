@@ -1,8 +1,14 @@
-"""The match clock as football writes it.
+"""The match clock as football writes it: the one vocabulary of periods and minute labels.
 
 A minute label names the minute being played: ``55'`` is the 55th minute (54:00-54:59
 of play), ``45+2'`` the second added minute of the first half. Each period has a nominal
 length; minutes played beyond it are *added* minutes and count from the period's end.
+
+Everything that reads, writes or counts minutes uses this module: the codec checks labels
+(:class:`MatchClock`), the CLI's ``--from``, control commands and the testing kit parse them
+(:func:`parse_minute`), the importers turn their sources' minutes into labels
+(:func:`minute_of_play`, :data:`ADDED_TIME_AFTER`), and the views name periods
+(:attr:`Period.short`, :attr:`Period.long_name`) and show the clock (:attr:`MatchClock.display`).
 """
 
 from __future__ import annotations
@@ -13,7 +19,16 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["PERIOD_BOUNDS", "MatchClock", "Period"]
+__all__ = [
+    "ADDED_TIME_AFTER",
+    "LAST_MINUTE",
+    "PERIOD_BOUNDS",
+    "MatchClock",
+    "Period",
+    "format_minute",
+    "minute_of_play",
+    "parse_minute",
+]
 
 
 class Period(IntEnum):
@@ -30,6 +45,38 @@ class Period(IntEnum):
         """The label people use: ``1H``, ``2H``, ``ET1``, ``ET2``, ``PEN``."""
         return _SHORT[self]
 
+    @property
+    def long_name(self) -> str:
+        """The period in words: ``first half``, ..., ``second half of extra time``."""
+        return _LONG[self]
+
+    @property
+    def first_minute(self) -> int:
+        """The first regulation minute label of the period (1, 46, 91, 106; 120 for PEN)."""
+        return PERIOD_BOUNDS[self][0]
+
+    @property
+    def last_minute(self) -> int:
+        """The last regulation minute of the period (45, 90, 105, 120): added minutes follow it."""
+        return PERIOD_BOUNDS[self][1]
+
+    @property
+    def length(self) -> int:
+        """Regulation minutes of the period: 45 a half, 15 a half of extra time, 0 a shoot-out."""
+        return 0 if self is Period.PENALTIES else self.last_minute - self.first_minute + 1
+
+    @classmethod
+    def of_minute(cls, minute: int) -> Period:
+        """The period whose regulation minutes include ``minute`` (45 is the first half).
+
+        Raises:
+            ValueError: ``minute`` is in no period (before 1 or past 120).
+        """
+        for period, (first, last) in PERIOD_BOUNDS.items():
+            if first <= minute <= last:
+                return period
+        raise ValueError(f"minute {minute} is in no period (1-{LAST_MINUTE})")
+
 
 _SHORT = {
     Period.FIRST_HALF: "1H",
@@ -37,6 +84,13 @@ _SHORT = {
     Period.EXTRA_TIME_FIRST: "ET1",
     Period.EXTRA_TIME_SECOND: "ET2",
     Period.PENALTIES: "PEN",
+}
+_LONG = {
+    Period.FIRST_HALF: "first half",
+    Period.SECOND_HALF: "second half",
+    Period.EXTRA_TIME_FIRST: "first half of extra time",
+    Period.EXTRA_TIME_SECOND: "second half of extra time",
+    Period.PENALTIES: "penalty shoot-out",
 }
 
 #: First and last regulation minute of each period (labels, inclusive).
@@ -47,12 +101,64 @@ PERIOD_BOUNDS: dict[Period, tuple[int, int]] = {
     Period.EXTRA_TIME_SECOND: (106, 120),
     Period.PENALTIES: (120, 120),
 }
+#: The last minute of play: the end of extra time.
+LAST_MINUTE = PERIOD_BOUNDS[Period.EXTRA_TIME_SECOND][1]
+#: The minutes added time can follow: each period's last (``45+2'``, ``90+4'``, ``120+1'``).
+ADDED_TIME_AFTER: tuple[int, ...] = tuple(
+    p.last_minute for p in PERIOD_BOUNDS if p is not Period.PENALTIES
+)
 
 
 def _label(period: Period, minute: int, added: int) -> str:
     if period is Period.PENALTIES:
         return "PEN"
     return f"{minute}+{added}'" if added else f"{minute}'"
+
+
+def format_minute(minute: int, added: int = 0, period: Period | None = None) -> str:
+    """The label of a minute: ``55'``, ``90+2'``; ``PEN`` in the shoot-out.
+
+    The period is inferred from the minute when not given, as :meth:`MatchClock.at` does.
+
+    Raises:
+        ValueError: no such minute (see :class:`MatchClock`).
+    """
+    return MatchClock.at(minute, added, period).label
+
+
+def parse_minute(text: str) -> MatchClock:
+    """The match clock at a minute as people write it: ``80``, ``90+2``, ``45+1'``.
+
+    The inverse of :func:`format_minute` for every minute of play (not ``PEN``, which has
+    no minute to start from).
+
+    Raises:
+        ValueError: not such a minute; the message says what is expected.
+    """
+    body = text.strip().rstrip("'")
+    minute, _, added = body.partition("+")
+    problem = f"a minute is written like 60 or 90+2, not {text!r}"
+    try:
+        value, extra = int(minute), int(added or 0)
+    except ValueError:
+        raise ValueError(problem) from None
+    if not Period.FIRST_HALF.first_minute <= value <= LAST_MINUTE:
+        raise ValueError(problem)
+    try:
+        return MatchClock.at(value, extra)
+    except ValueError:
+        raise ValueError(problem) from None
+
+
+def minute_of_play(period: Period, elapsed: int) -> tuple[int, int] | None:
+    """``(minute, added)`` of the minute being played when ``elapsed`` whole minutes of a
+    continuous match clock have gone (StatsBomb's ``minute``: 47 in the first half is
+    ``45+3'``, 46 in the second ``47'``); None when that is before ``period`` starts."""
+    played = elapsed + 1  # 47:30 is in the 48th minute
+    if played < period.first_minute:
+        return None
+    last = period.last_minute
+    return (played, 0) if played <= last else (last, played - last)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -106,8 +212,13 @@ class MatchClock(BaseModel):
         the first half, minute 46-90 the second, and so on.
         """
         if period is None:
-            period = next(p for p, (lo, hi) in PERIOD_BOUNDS.items() if lo <= minute <= hi)
+            period = Period.of_minute(minute)
         return cls(period=period, minute=minute, added=added)
+
+    @property
+    def display(self) -> str:
+        """The clock as a scoreboard shows it while play is on: ``1H 23'``, ``2H 90+2'``."""
+        return f"{self.period.short} {self.label}"
 
     @property
     def sort_key(self) -> tuple[int, int, int]:

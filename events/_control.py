@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_core import from_json
 
-from events._clock import PERIOD_BOUNDS, MatchClock, Period
+from events._clock import MatchClock, parse_minute
 from events._errors import ControlCommandError
 from events._models import MatchId, RunId
 
@@ -35,7 +35,6 @@ __all__ = [
     "decode_command",
     "decode_reply",
     "encode_control",
-    "parse_minute",
 ]
 
 #: Commands past this size are refused before parsing; a real one is under 300 bytes.
@@ -61,27 +60,6 @@ Speed = (
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-def parse_minute(text: str) -> MatchClock:
-    """The match clock at a minute as people write it: ``80``, ``90+2``, ``45+1'``.
-
-    Raises:
-        ValueError: not such a minute; the message says what is expected.
-    """
-    body = text.strip().rstrip("'")
-    minute, _, added = body.partition("+")
-    problem = f"a minute is written like 60 or 90+2, not {text!r}"
-    try:
-        value, extra = int(minute), int(added or 0)
-    except ValueError:
-        raise ValueError(problem) from None
-    if not PERIOD_BOUNDS[Period.FIRST_HALF][0] <= value <= PERIOD_BOUNDS[Period.PENALTIES][1]:
-        raise ValueError(problem)
-    try:
-        return MatchClock.at(value, extra)
-    except (ValueError, StopIteration):
-        raise ValueError(problem) from None
 
 
 class ControlCommand(_Frozen):

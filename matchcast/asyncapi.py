@@ -1,9 +1,9 @@
 """The topic API as an AsyncAPI 3.0 document, generated from the code.
 
-:func:`asyncapi_document` builds it from :class:`events.Topics` (addresses), the pydantic
-models (payload schemas: the event union, the state snapshot, the replayer status, dead
-letters), the
-replayer's defaults (QoS, retain, message expiry) and :data:`events.SCHEMA_VERSION`. Nothing in
+:func:`asyncapi_document` builds it from :data:`events.TOPIC_TREE` (every topic: address,
+flags, who publishes it and who reads it), the pydantic models (payload schemas: the event
+union, the state snapshot, the replayer status, dead letters) and
+:data:`events.SCHEMA_VERSION`. Nothing in
 it is written by hand except prose, so it cannot drift from what goes on the wire.
 
 Pydantic's JSON Schema is adapted to the AsyncAPI Schema Object on the way in:
@@ -28,6 +28,7 @@ from consumers import DeadLetter
 from events import (
     CONTENT_TYPE,
     SCHEMA_VERSION,
+    TOPIC_TREE,
     BaseEvent,
     ControlCommand,
     ControlReply,
@@ -99,13 +100,6 @@ def _parameters() -> dict[str, dict[str, Any]]:
             "examples": [example_status().replayer_id],
         },
     }
-
-
-_CHANNEL_PARAMETERS: dict[TopicKind, tuple[str, ...]] = {
-    "events": ("root", "match_id"),
-    "state": ("root", "match_id"),
-    "status": ("root", "replayer_id"),
-}
 
 
 # ---------------------------------------------------------------- schemas
@@ -254,7 +248,7 @@ def _messages() -> dict[str, Any]:
                 "name": "not-json",
                 "payload": {
                     "consumer": "scoreboard",
-                    "topic": "matchcast/matches/wc2026-sf-arg-eng/events",
+                    "topic": Topics().events("wc2026-sf-arg-eng"),
                     "reason": "not JSON: Expecting property name enclosed in double quotes: "
                     "line 1 column 2 (char 1)",
                     "payload_base64": "e25vdCBqc29u",
@@ -289,16 +283,25 @@ def _model_message(name: str, model: type, examples: list[dict[str, Any]]) -> di
     }
 
 
-def _channel_messages(kind: TopicKind) -> tuple[str, ...]:
-    return {"events": EVENT_TYPES, "state": ("state",), "status": ("status",)}[kind]
+#: The messages of each topic, as ``components.messages`` names them.
+_TOPIC_MESSAGES: dict[TopicKind, tuple[str, ...]] = {
+    "events": EVENT_TYPES,
+    "state": ("state",),
+    "status": ("status",),
+    "deadletter": ("deadletter",),
+    "consumer_state": ("state",),
+    "control": ("control",),
+    "reply": ("controlReply",),
+}
 
 
 # ---------------------------------------------------------------- channels, operations
 
 
 def _channels() -> dict[str, Any]:
+    """One channel per topic of :data:`events.TOPIC_TREE`, in its order."""
     channels: dict[str, Any] = {}
-    for spec in CHANNELS:
+    for spec in TOPIC_TREE:
         flags = f"QoS {spec.qos}, {'retained' if spec.retain else 'not retained'}"
         if spec.expiry is not None:
             flags += f", MQTT 5 message expiry {spec.expiry} s"
@@ -306,137 +309,12 @@ def _channels() -> dict[str, Any]:
             "address": spec.address,
             "title": spec.title,
             "description": f"{spec.payload[0].upper()}{spec.payload[1:]}. {flags}.",
-            "parameters": {
-                p: {"$ref": f"#/components/parameters/{p}"} for p in _CHANNEL_PARAMETERS[spec.kind]
-            },
+            "parameters": {p: {"$ref": f"#/components/parameters/{p}"} for p in spec.parameters},
             "messages": {
-                m: {"$ref": f"#/components/messages/{m}"} for m in _channel_messages(spec.kind)
+                m: {"$ref": f"#/components/messages/{m}"} for m in _TOPIC_MESSAGES[spec.kind]
             },
         }
     return channels
-
-
-#: Topics consumers write (not the replayer): ``(channel id, address, title, description,
-#: message, retained)``.
-_CONSUMER_CHANNELS: tuple[tuple[str, str, str, str, str, bool], ...] = (
-    (
-        "deadLetters",
-        Topics("{root}").deadletter("{consumer}"),
-        "Dead letters",
-        "A copy of each message a consumer rejected (not JSON, nested too deep, wrong shape, "
-        "an unknown type of its own schema version, another major version, oversize, an "
-        "implausible seq, a match id that is not the topic's), with the reason. QoS 1, not "
-        "retained.",
-        "deadletter",
-        False,
-    ),
-    (
-        "consumerState",
-        Topics("{root}").consumer_state("{consumer}", "{match_id}"),
-        "Consumer state",
-        "The state a consumer arrived at for a match, folded from the events it handled, "
-        "published at full time, retained: `matchcast load --verify-state` compares it with "
-        "the true result. QoS 1, retained.",
-        "state",
-        True,
-    ),
-)
-
-
-#: The control channel: ``(channel id, address, title, description, message, sender, receiver)``.
-_CONTROL_CHANNELS: tuple[tuple[str, str, str, str, str, str, str], ...] = (
-    (
-        "replayerControl",
-        Topics("{root}").control("{replayer_id}"),
-        "Replayer control",
-        "Commands to a replayer: pause, resume, seek, speed, stop, status (docs/control.md). "
-        "Only an operator may publish here (the compose ACL). QoS 1, not retained.",
-        "control",
-        "operator",
-        "replayer",
-    ),
-    (
-        "controlReplies",
-        Topics("{root}").reply("{replayer_id}", "{request_id}"),
-        "Control replies",
-        "The replayer's answer to each command, on the topic the command named in `reply_to` "
-        "(it answers nowhere else). QoS 1, not retained.",
-        "controlReply",
-        "replayer",
-        "operator",
-    ),
-)
-
-
-def _control_channels() -> dict[str, Any]:
-    return {
-        cid: {
-            "address": address,
-            "title": title,
-            "description": description,
-            "parameters": {
-                p: {"$ref": f"#/components/parameters/{p}"}
-                for p in ("root", "replayer_id", "request_id")
-                if "{" + p + "}" in address
-            },
-            "messages": {message: {"$ref": f"#/components/messages/{message}"}},
-        }
-        for cid, address, title, description, message, _, _ in _CONTROL_CHANNELS
-    }
-
-
-def _control_operations() -> dict[str, Any]:
-    operations: dict[str, Any] = {}
-    for cid, _, title, _, message, sender, receiver in _CONTROL_CHANNELS:
-        ref = f"#/channels/{cid}"
-        suffix = f"{cid[0].upper()}{cid[1:]}"
-        for action, verb, tag in (("send", "Publish", sender), ("receive", "Receive", receiver)):
-            operations[f"{action}{suffix}"] = {
-                "action": action,
-                "channel": {"$ref": ref},
-                "title": f"{verb} {title.lower()}",
-                "tags": [{"name": tag}],
-                "messages": [{"$ref": f"{ref}/messages/{message}"}],
-                "bindings": {"mqtt": {"qos": 1, "bindingVersion": MQTT_BINDING_VERSION}},
-            }
-    return operations
-
-
-def _consumer_channels() -> dict[str, Any]:
-    return {
-        cid: {
-            "address": address,
-            "title": title,
-            "description": description,
-            "parameters": {
-                p: {"$ref": f"#/components/parameters/{p}"}
-                for p in ("root", "consumer", "match_id")
-                if "{" + p + "}" in address
-            },
-            "messages": {message: {"$ref": f"#/components/messages/{message}"}},
-        }
-        for cid, address, title, description, message, _ in _CONSUMER_CHANNELS
-    }
-
-
-def _consumer_operations() -> dict[str, Any]:
-    operations: dict[str, Any] = {}
-    for cid, _, title, _, message, retain in _CONSUMER_CHANNELS:
-        ref = f"#/channels/{cid}"
-        suffix = f"{cid[0].upper()}{cid[1:]}"
-        for action, verb, tag, binding in (
-            ("send", "Publish", "consumer", {"qos": 1, "retain": retain}),
-            ("receive", "Receive", "tools", {"qos": 1}),
-        ):
-            operations[f"{action}{suffix}"] = {
-                "action": action,
-                "channel": {"$ref": ref},
-                "title": f"{verb} {title.lower()}",
-                "tags": [{"name": tag}],
-                "messages": [{"$ref": f"{ref}/messages/{message}"}],
-                "bindings": {"mqtt": {**binding, "bindingVersion": MQTT_BINDING_VERSION}},
-            }
-    return operations
 
 
 def _operation_binding(spec: ChannelSpec, action: str) -> dict[str, Any]:
@@ -458,7 +336,7 @@ _SEND_SUMMARY: dict[TopicKind, str] = {
 }
 _RECEIVE_SUMMARY: dict[TopicKind, str] = {
     "events": "Subscribers (`matchcast watch`, consumers) receive the events of one match, "
-    "or of all with `{root}/matches/+/events`. Duplicates (QoS 1) and gaps are told apart "
+    f"or of all with `{Topics('{root}').events()}`. Duplicates (QoS 1) and gaps are told apart "
     "by `seq`.",
     "state": "Subscribers receive the retained state at once on subscribing, then after "
     "each event; the snapshot resynchronises a subscriber that missed events.",
@@ -466,25 +344,37 @@ _RECEIVE_SUMMARY: dict[TopicKind, str] = {
 }
 
 
+def _operation(spec: ChannelSpec, action: Literal["send", "receive"]) -> dict[str, Any]:
+    """Publishing (``send``, tagged with the publisher) or reading (``receive``, tagged with
+    the receiver) one topic."""
+    ref = f"#/channels/{spec.channel_id}"
+    summary = (_SEND_SUMMARY if action == "send" else _RECEIVE_SUMMARY).get(spec.kind)
+    return {
+        "action": action,
+        "channel": {"$ref": ref},
+        "title": f"{'Publish' if action == 'send' else 'Receive'} {spec.title.lower()}",
+        **({"summary": summary} if summary else {}),
+        "tags": [{"name": spec.publisher if action == "send" else spec.receiver}],
+        "messages": [{"$ref": f"{ref}/messages/{m}"} for m in _TOPIC_MESSAGES[spec.kind]],
+        "bindings": _operation_binding(spec, action),
+    }
+
+
 def _operations() -> dict[str, Any]:
-    operations: dict[str, Any] = {}
-    for action, summaries, tag in (
-        ("send", _SEND_SUMMARY, "replayer"),
-        ("receive", _RECEIVE_SUMMARY, "subscriber"),
-    ):
-        for spec in CHANNELS:
-            ref = f"#/channels/{spec.channel_id}"
-            name = f"{action}{spec.channel_id[0].upper()}{spec.channel_id[1:]}"
-            operations[name] = {
-                "action": action,
-                "channel": {"$ref": ref},
-                "title": f"{'Publish' if action == 'send' else 'Receive'} {spec.title.lower()}",
-                "summary": summaries[spec.kind],
-                "tags": [{"name": tag}],
-                "messages": [{"$ref": f"{ref}/messages/{m}"} for m in _channel_messages(spec.kind)],
-                "bindings": _operation_binding(spec, action),
-            }
-    return operations
+    """Two operations per topic: the replayer's data topics all sends then all receives, the
+    other topics send and receive side by side."""
+    data = [spec for spec in TOPIC_TREE if spec in CHANNELS]
+    pairs: list[tuple[ChannelSpec, Literal["send", "receive"]]] = [
+        *((spec, "send") for spec in data),
+        *((spec, "receive") for spec in data),
+    ]
+    for spec in TOPIC_TREE:
+        if spec not in CHANNELS:
+            pairs += [(spec, "send"), (spec, "receive")]
+    return {
+        f"{action}{spec.channel_id[0].upper()}{spec.channel_id[1:]}": _operation(spec, action)
+        for spec, action in pairs
+    }
 
 
 # ---------------------------------------------------------------- servers, document
@@ -579,8 +469,8 @@ def asyncapi_document() -> dict[str, Any]:
         },
         "defaultContentType": CONTENT_TYPE,
         "servers": _servers(),
-        "channels": {**_channels(), **_consumer_channels(), **_control_channels()},
-        "operations": {**_operations(), **_consumer_operations(), **_control_operations()},
+        "channels": _channels(),
+        "operations": _operations(),
         "components": {
             "schemas": component_schemas(),
             "messages": _messages(),

@@ -217,7 +217,7 @@ async def _exchange(
     online = await find_replayers(client, topics, inbox)
     if replayer_id is None:
         if not online:
-            raise ControlError(f"no replayer is online under {topics.root}/replayers/")
+            raise ControlError(f"no replayer is online under {topics.prefix('status')}")
         if len(online) > 1:
             listing = ", ".join(sorted(online))
             raise ControlError(

@@ -34,7 +34,14 @@ from aiomqtt.exceptions import MqttConnectError
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from events import BrokerError, ConnectionLostError, Message, MessageProps, PublishRefusedError
+from events import (
+    BrokerError,
+    ConnectionLostError,
+    Message,
+    MessageProps,
+    PublishRefusedError,
+    topic_spec,
+)
 from matchcast import redact
 
 __all__ = [
@@ -312,12 +319,16 @@ class BrokerURL:
 
 @dataclass(frozen=True, slots=True)
 class WillSpec:
-    """A last will: published by the broker when the client vanishes."""
+    """A last will: published by the broker when the client vanishes.
+
+    The defaults are the replayer status topic's (:data:`events.TOPIC_TREE`): the one will
+    matchcast sets says a replayer went offline.
+    """
 
     topic: str
     payload: bytes
-    qos: int = 1
-    retain: bool = True
+    qos: int = topic_spec("status").qos
+    retain: bool = topic_spec("status").retain
 
 
 def _vbi(n: int) -> bytes:

@@ -54,17 +54,14 @@ class RetainedTopic:
 
 def _kind(topics: Topics, topic: str) -> tuple[RetainedKind, str] | None:
     """``(kind, match id or replayer id)`` of one of matchcast's retained topics."""
-    parsed = topics.parse(topic)
-    if parsed is not None:
-        kind, ident = parsed
-        if kind == "state":
-            return "state", ident
-        if kind == "status":
-            return "status", ident
+    matched = topics.match(topic)
+    if matched is None:
         return None
-    parts = topic.removeprefix(topics.root + "/").split("/")
-    if len(parts) == 4 and parts[0] == "consumers" and parts[2] == "state":
-        return "consumer_state", parts[3]
+    kind, ids = matched
+    if kind in ("state", "consumer_state"):
+        return kind, ids["match_id"]
+    if kind == "status":
+        return kind, ids["replayer_id"]
     return None
 
 

@@ -49,6 +49,7 @@ from events import (
     apply,
     encode_event,
     encode_state,
+    parse_minute,
 )
 from matchcast.testbroker import REQUIRE_ENV, FaultProxy, Mosquitto, mosquitto_binary, wait_port
 from simulator import Recording, expand, resolve_sources
@@ -83,8 +84,7 @@ def match_events(match: str | Path = "semifinal") -> list[Event]:
 def _clock(start: str | int | MatchClock) -> MatchClock:
     if isinstance(start, MatchClock):
         return start
-    minute, _, added = str(start).strip().rstrip("'").partition("+")
-    return MatchClock.at(int(minute), int(added or 0))
+    return parse_minute(str(start))
 
 
 class Harness:

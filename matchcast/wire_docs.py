@@ -170,7 +170,7 @@ def _topics() -> list[str]:
         *lines,
         "",
         "QoS of events and state is the replayer's `--qos` (default 1). Subscribers put `+` "
-        "in place of an id to receive every match (`matchcast/matches/+/events`). Where the "
+        f"in place of an id to receive every match (`{Topics().events()}`). Where the "
         "broker refuses MQTT 5 (the embedded amqtt broker does) the replayer falls back to "
         "MQTT 3.1.1: the same topics and payloads, without the MQTT 5 properties. The user "
         "properties repeat payload fields, so a reader never needs them.",

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from events import (
+    LAST_MINUTE,
     Event,
     FullTime,
     Goal,
@@ -317,7 +318,7 @@ def _true_stream(
     """Restart (a second run from the first event), corrections; renumbered and folded."""
     segments: list[tuple[int, list[Event], list[float]]] = [(run, events, rel)]
     if spec.restart is not None and events:
-        at = MatchClock.at(min(spec.restart, 120)).sort_key
+        at = MatchClock.at(min(spec.restart, LAST_MINUTE)).sort_key
         cut = next((i for i, e in enumerate(events) if e.clock.sort_key >= at), None)
         if cut:  # not before the first event, and reached at all
             new_run = run + max(1, round(rel[cut] * 1000))

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from events import LAST_MINUTE
+
 __all__ = ["FAULTS", "ChaosSpec", "ChaosSpecError"]
 
 #: Every fault kind with the form it takes in a SPEC: one place, for parsing, errors and docs.
@@ -133,10 +135,11 @@ class ChaosSpec:
                     seconds = _number(name, tail, "SECONDS", integer=False, low=0)
                     values["burst"] = (minute, seconds)
         restart = values.get("restart")
-        if restart is not None and restart > 120:
-            raise ChaosSpecError(f"chaos fault 'restart': minute {restart} is past 120")
-        if "burst" in values and values["burst"][0] > 120:
-            raise ChaosSpecError(f"chaos fault 'burst': minute {values['burst'][0]} is past 120")
+        if restart is not None and restart > LAST_MINUTE:
+            raise ChaosSpecError(f"chaos fault 'restart': minute {restart} is past {LAST_MINUTE}")
+        if "burst" in values and values["burst"][0] > LAST_MINUTE:
+            minute = values["burst"][0]
+            raise ChaosSpecError(f"chaos fault 'burst': minute {minute} is past {LAST_MINUTE}")
         return cls(**values)
 
     def __str__(self) -> str:

@@ -135,8 +135,7 @@ class _Simulation:
         self.moments: list[_Moment] = []
 
     def length(self, period: int) -> int:
-        first, last = PERIOD_BOUNDS[Period(period)]
-        return (last - first + 1) + self.added[period]
+        return Period(period).length + self.added[period]
 
     def moment(self, period: int, kind: str, side: int, detail: Any = None) -> _Moment:
         elapsed = self.rng.randrange(self.length(period) * 60)
@@ -227,7 +226,7 @@ def _pick(rng: random.Random, weighted: Sequence[tuple[Any, float]]) -> Any:
 def _clock(period: int, elapsed: int) -> dict[str, int]:
     first, last = PERIOD_BOUNDS[Period(period)]
     index, second = divmod(elapsed, 60)
-    regulation = last - first + 1
+    regulation = Period(period).length
     if index < regulation:
         return {"minute": first + index, "added": 0, "second": second}
     return {"minute": last, "added": index - regulation + 1, "second": second}

@@ -54,6 +54,7 @@ from events import (
     apply,
     encode_event,
     encode_state,
+    topic_spec,
 )
 from simulator._chaos import Emission, Fault, apply_chaos
 from simulator._chaos_spec import ChaosSpec
@@ -137,9 +138,10 @@ class ReplayOptions:
             point first; None for kickoff.
         break_seconds: wall seconds each break (half time, ...) lasts; None for its real length
             divided by ``speed``.
-        qos: QoS of every message.
+        qos: QoS of every message (default: the events topic's in :data:`events.TOPIC_TREE`).
         topics: the topic tree.
-        event_expiry: MQTT 5 message expiry of events, seconds; None for no expiry.
+        event_expiry: MQTT 5 message expiry of events, seconds; None for no expiry (default:
+            the events topic's in :data:`events.TOPIC_TREE`).
         max_inflight: messages awaiting acknowledgement at once at ``speed=None``.
         chaos: faults to inject (see :mod:`simulator._chaos`); None for a clean stream.
         seed: the seed of the chaos: the same seed makes the same faults.
@@ -151,9 +153,9 @@ class ReplayOptions:
     speed: float | None = 60.0
     start: MatchClock | None = None
     break_seconds: float | None = 2.0
-    qos: int = 1
+    qos: int = topic_spec("events").qos
     topics: Topics = field(default_factory=Topics)
-    event_expiry: int | None = 3600
+    event_expiry: int | None = topic_spec("events").expiry
     max_inflight: int = 64
     chaos: ChaosSpec | None = None
     seed: int = 0
@@ -236,6 +238,33 @@ def _plan(
         return wall_offsets(stream, replace(options, speed=speed), source.break_minutes)
 
     return initial, events, ReplayStates(initial, events), offsets_at
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A run of a match before it starts: its events, their states, and where it begins.
+
+    Attributes:
+        initial: the state before the first event, stamped with the run.
+        events: every event of the match.
+        states: the state after each event, stamped with the run.
+        plain_states: the same without a run (a seek stamps its new run on them).
+        offsets_at: the wall offsets of the events at a given speed.
+        begin: the index of the first event to publish (``options.start``).
+        state: the state before ``begin``.
+        report: what the replay reports, filled in as it goes.
+        log: the logger bound to the match and the run.
+    """
+
+    initial: MatchState
+    events: list[Event]
+    states: ReplayStates
+    plain_states: ReplayStates
+    offsets_at: OffsetsAt
+    begin: int
+    state: MatchState
+    report: ReplayReport
+    log: structlog.typing.FilteringBoundLogger
 
 
 class Replayer:
@@ -322,9 +351,7 @@ class Replayer:
             topic, encode_state(state), qos=self.options.qos, retain=True, props=_state_props(state)
         )
 
-    async def run(  # noqa: PLR0915 - one replay's steps in order, the stop said on the wire
-        self, match: Match | Recording, *, delay_s: float = 0.0
-    ) -> ReplayReport:
+    async def run(self, match: Match | Recording, *, delay_s: float = 0.0) -> ReplayReport:
         """Replay ``match`` (a match file, or a recording) from ``options.start`` to the end,
         as a new run (:func:`new_run`; ``ReplayReport.run`` says which).
 
@@ -333,46 +360,94 @@ class Replayer:
             delay_s: wall seconds to wait before the first event (ignored at maximum speed),
                 so that matches of one day start on their real kickoff times.
         """
-        opts = self.options
-        if delay_s > 0 and opts.speed is not None:
+        await self._wait_for_kickoff(match, delay_s)
+        plan = self._prepare(match)
+        if self.options.chaos is not None:  # a faulted stream of its own; not controllable
+            await self._run_chaos(plan)
+            return plan.report
+        await self._announce(plan)
+        run = self._start_run(plan)
+        await self._play(run)
+        self._finish(run)
+        return plan.report
+
+    async def _wait_for_kickoff(self, match: Match | Recording, delay_s: float) -> None:
+        """Wait ``delay_s`` before a match of a day that starts later (not at maximum speed)."""
+        if delay_s > 0 and self.options.speed is not None:
             _log.info("replay.delayed", match_id=match.match_id, delay_s=round(delay_s, 3))
             await self.clock.sleep_until(self.clock.now() + delay_s)
-        run_id = new_run(self.wall_now())
-        initial, events, plain_states, offsets_at = _plan(match, opts)
-        initial = initial.model_copy(update={"run": run_id})
-        states = plain_states.with_run(run_id)  # still computed as the replay reaches each
-        begin = _start_index(events, opts.start)
-        log = _log.bind(match_id=match.match_id, run=run_id)
-        report = ReplayReport(match_id=match.match_id, run=run_id)
-        state = states[begin - 1] if begin else initial
-        if opts.chaos is not None:  # a faulted stream of its own; not controllable
-            offsets = list(offsets_at(opts.speed))
-            base = offsets[begin] if begin < len(events) else 0.0
-            chaos = _Chaos(self, log, report)
-            await chaos.run(events[begin:], [o - base for o in offsets[begin:]], state)
-            return report
 
-        log.info(
+    def _prepare(self, match: Match | Recording) -> _Prepared:
+        """A new run of ``match``: its events and states stamped with the run, and where
+        ``options.start`` puts the first event."""
+        run_id = new_run(self.wall_now())
+        initial, events, plain_states, offsets_at = _plan(match, self.options)
+        states = plain_states.with_run(run_id)  # still computed as the replay reaches each
+        begin = _start_index(events, self.options.start)
+        initial = initial.model_copy(update={"run": run_id})
+        return _Prepared(
+            initial=initial,
+            events=events,
+            states=states,
+            plain_states=plain_states,
+            offsets_at=offsets_at,
+            begin=begin,
+            state=states[begin - 1] if begin else initial,
+            report=ReplayReport(match_id=match.match_id, run=run_id),
+            log=_log.bind(match_id=match.match_id, run=run_id),
+        )
+
+    async def _run_chaos(self, plan: _Prepared) -> None:
+        """The replay under ``options.chaos``: the faulted stream, timed from the start."""
+        begin = plan.begin
+        offsets = list(plan.offsets_at(self.options.speed))
+        base = offsets[begin] if begin < len(plan.events) else 0.0
+        chaos = _Chaos(self, plan.log, plan.report)
+        await chaos.run(plan.events[begin:], [o - base for o in offsets[begin:]], plan.state)
+
+    async def _announce(self, plan: _Prepared) -> None:
+        """Log the start; a start mid-match publishes the score at that point first."""
+        opts, state = self.options, plan.state
+        plan.log.info(
             "replay.started",
-            events=len(events) - begin,
-            first_seq=begin + 1,
+            events=len(plan.events) - plan.begin,
+            first_seq=plan.begin + 1,
             speed=opts.speed or "max",
             start=opts.start.label if opts.start else "kickoff",
         )
         if state.last_seq > 0:  # a start mid-match: say the score first
-            await self._publish_state(opts.topics.state(match.match_id), state)
-            log.info("replay.state_published", seq=state.last_seq, score=state.scoreline)
+            await self._publish_state(opts.topics.state(plan.report.match_id), state)
+            plan.log.info("replay.state_published", seq=state.last_seq, score=state.scoreline)
 
+    def _start_run(self, plan: _Prepared) -> _Run:
+        """The run's publishing loop, on a playhead started now, registered for control."""
         t0 = self.clock.now()
         wall0 = self.wall_now()
-        report.final_state = state
-        playhead = self._playhead(offsets_at, begin, t0, wall0)
-        run = _Run(self, initial, events, states, plain_states, playhead, t0, wall0, report, log)
-        self.runs[match.match_id] = run
+        plan.report.final_state = plan.state
+        playhead = self._playhead(plan.offsets_at, plan.begin, t0, wall0)
+        run = _Run(
+            self,
+            plan.initial,
+            plan.events,
+            plan.states,
+            plan.plain_states,
+            playhead,
+            t0,
+            wall0,
+            plan.report,
+            plan.log,
+        )
+        self.runs[plan.report.match_id] = run
         if self.on_change is not None:
             self.on_change()
+        return run
+
+    async def _play(self, run: _Run) -> None:
+        """Publish the run to its end or a stop; a cancel, an error or a control command's
+        stop is said on the wire (``replay_stopped``)."""
+        report, log = run.report, run.log
         try:
-            await self._publish_resuming(run, begin)
+            await self._publish_resuming(run, run.begin)
         except asyncio.CancelledError:
             log.warning("replay.interrupted", last_seq=report.last_seq, published=report.published)
             await self._say_stopped(run, run.begin, run.initial, "interrupted", None, log)
@@ -382,16 +457,20 @@ class Replayer:
             raise
         finally:
             run.finished = True
-            playhead.stop(self.wall_now())
+            run.playhead.stop(self.wall_now())
             if self.on_change is not None:
                 self.on_change()
         if run.stopped_early:  # a control command's stop: said on the wire like Ctrl-C's
             await self._say_stopped(
                 run, run.begin, run.initial, "interrupted", "stopped by a control command", log
             )
-        report.duration_s = self.clock.now() - t0
-        state = report.final_state
-        log.info(
+
+    def _finish(self, run: _Run) -> None:
+        """Time the run and log how it went."""
+        report = run.report
+        report.duration_s = self.clock.now() - run.t0
+        state = report.final_state or run.initial  # set since _start_run; typed optional
+        run.log.info(
             "replay.finished",
             published=report.published,
             stopped=run.stopped_early,
@@ -400,7 +479,6 @@ class Replayer:
             duration_s=round(report.duration_s, 3),
             score=state.scoreline,
         )
-        return report
 
     async def _publish_resuming(self, run: _Run, begin: int) -> None:
         """Publish ``run`` from ``begin`` to the end (or a stop); after a lost connection,

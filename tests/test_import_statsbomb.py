@@ -9,12 +9,11 @@ from typing import Any
 
 import pytest
 
-from events import MatchFileError, MatchState, Period, Topics, replay_state
+from events import MatchFileError, MatchState, Period, Topics, minute_of_play, replay_state
 from matchcast.app import run_replay
 from matchcast.mqtt import BrokerURL
 from simulator import Match, ReplayOptions, expand, load_match
 from simulator.importers import ATTRIBUTION, import_statsbomb
-from simulator.importers.statsbomb import _label
 from tests._cli import run_cli
 from tests._retained import retained_state
 
@@ -102,7 +101,8 @@ def test_half_ends_give_the_added_time() -> None:
 def test_continuous_minutes_become_football_labels(
     period: int, minute: int, label: tuple[int, int] | None
 ) -> None:
-    assert _label(period, minute) == label
+    """The importer reads StatsBomb's minute with the clock vocabulary of events."""
+    assert minute_of_play(Period(period), minute) == label
 
 
 def test_names_come_from_the_lineups_when_given() -> None:

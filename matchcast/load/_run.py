@@ -366,8 +366,7 @@ class LoadRun:
 
     def _ingester(self, account: ConsumerAccount) -> Callable[[Sequence[Message], float], None]:
         """Accounts a batch of messages that arrived at ``now`` (epoch seconds)."""
-        prefix = self.options.topics.root + "/matches/"
-        cut = len(prefix)
+        topics = self.options.topics
         match_of: dict[str, str | None] = {}  # topic -> match id; None: not an event topic
         record = account.record
 
@@ -381,10 +380,9 @@ class LoadRun:
                 except KeyError:
                     if len(match_of) > 100_000:
                         match_of.clear()
+                    parsed = topics.parse(topic)
                     match_id = match_of[topic] = (
-                        topic[cut:-7]
-                        if topic.startswith(prefix) and topic.endswith("/events")
-                        else None
+                        parsed[1] if parsed is not None and parsed[0] == "events" else None
                     )
                 if match_id is None:
                     account.unexpected += 1

@@ -120,7 +120,6 @@ async def collect_reported_states(
     match in ``expected``, or ``timeout_s`` passed; with no consumer named, waits at least
     ``settle_s`` for retained messages to arrive.
     """
-    prefix = f"{topics.root}/consumers/"
     wanted = set(expected)
     got: dict[str, dict[str, MatchState]] = {c: {} for c in consumers}
     await source.subscribe(consumer_state_filter(topics), qos=1)
@@ -132,9 +131,10 @@ async def collect_reported_states(
 
     async def read() -> None:
         async for message in source.messages():
-            if not message.topic.startswith(prefix):
+            matched = topics.match(message.topic)
+            if matched is None or matched[0] != "consumer_state":
                 continue
-            consumer, _, match_id = message.topic[len(prefix) :].partition("/state/")
+            consumer, match_id = matched[1]["consumer"], matched[1]["match_id"]
             try:
                 state = _reported_state(message.payload, message.topic)
             except DecodeError as err:

@@ -25,7 +25,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
 from pydantic import ValidationError as _ValidationError
 
-from events import MatchClock, MatchFileError, Period
+from events import ADDED_TIME_AFTER, MatchClock, MatchFileError, Period
 from simulator._matchfile import Match, parse_match
 from simulator._shootout import synthesise
 from simulator._teams import code_for_name
@@ -36,6 +36,8 @@ __all__ = ["KNOWN_UTC_OFFSETS", "import_openfootball"]
 #: Competitions played in one time zone without daylight saving: name -> UTC offset of
 #: the local kickoff times openfootball gives.
 KNOWN_UTC_OFFSETS = {"World Cup 2022": ("+03:00", "Qatar, UTC+3 all year")}
+#: ``45, 90, 105 or 120``: where added time may follow, for problems that say so.
+_AFTER = f"{', '.join(map(str, ADDED_TIME_AFTER[:-1]))} or {ADDED_TIME_AFTER[-1]}"
 #: Added minutes assumed where no goal says more: the 2022 World Cup averaged about 4 in the
 #: first half and 8 in the second (FIFA's drive to add the time actually lost).
 _ASSUMED_ADDED = {Period.FIRST_HALF: 4, Period.SECOND_HALF: 8}
@@ -258,10 +260,9 @@ class _Converter:
             for j, g in enumerate(goals):
                 where = f"{self.where}.goals{side + 1}[{j}]"
                 added = g.offset or 0
-                if added and g.minute not in (45, 90, 105, 120):
+                if added and g.minute not in ADDED_TIME_AFTER:
                     self.problems.append(
-                        f"{where}.offset: added time only follows minute 45, 90, 105 or 120, "
-                        f"not {g.minute}"
+                        f"{where}.offset: added time only follows minute {_AFTER}, not {g.minute}"
                     )
                     continue
                 clock = MatchClock.at(g.minute, added)

@@ -34,7 +34,7 @@ from typing import Any, Literal
 from pydantic import TypeAdapter
 from pydantic import ValidationError as _ValidationError
 
-from events import PERIOD_BOUNDS, MatchFileError, Period
+from events import MatchFileError, Period, minute_of_play
 from simulator._matchfile import Match, parse_match
 from simulator._teams import club_code
 from simulator.importers._common import fail, read_json, slug, validation_problems
@@ -54,23 +54,11 @@ __all__ = ["ATTRIBUTION", "import_statsbomb"]
 ATTRIBUTION = "Data: StatsBomb Open Data (github.com/statsbomb/open-data), provided by StatsBomb"
 
 #: Minute count at the start of each period, as StatsBomb gives it.
-_PERIOD_START = {1: 0, 2: 45, 3: 90, 4: 105}
 _CARDS: dict[str, Literal["yellow", "second_yellow", "red"]] = {
     "Yellow Card": "yellow",
     "Second Yellow": "second_yellow",
     "Red Card": "red",
 }
-
-
-def _label(period: int, minute: int) -> tuple[int, int] | None:
-    """(minute label, added) of StatsBomb's continuous ``minute`` in ``period``; None when the
-    minute is before the period starts."""
-    start = _PERIOD_START[period]
-    last = PERIOD_BOUNDS[Period(period)][1]
-    played = minute + 1  # 47:30 is in the 48th minute
-    if played <= start:
-        return None
-    return (played, 0) if played <= last else (last, played - last)
 
 
 def import_statsbomb(
@@ -252,9 +240,9 @@ class _Importer:
             incident = self.incident(i, e, codes)
             if incident is None:
                 continue
-            label = _label(e.period, e.minute)
+            label = minute_of_play(Period(e.period), e.minute)
             if label is None:
-                start = _PERIOD_START[e.period]
+                start = Period(e.period).first_minute - 1
                 self.problems.append(
                     f"{self.where(i)}.minute: {e.minute} is before period {e.period} starts "
                     f"(minute {start})"
@@ -321,7 +309,7 @@ class _Importer:
         ]
         for i in own_goals_for:
             e = self.events[i]
-            label = _label(e.period, e.minute) or (0, 0)
+            label = minute_of_play(Period(e.period), e.minute) or (0, 0)
             key = (e.period, *label, e.second)
             if key in against:
                 against.remove(key)
@@ -349,7 +337,7 @@ class _Importer:
                 self.problems.append(f"events: no Half End event for period {period}")
                 continue
             minute, second = ends[period]
-            last = PERIOD_BOUNDS[Period(period)][1]
+            last = Period(period).last_minute
             played_to = minute + (1 if second else 0)
             added = max(0, played_to - last)
             latest = max((i["added"] for i in timeline if i["period"] == period), default=0)
