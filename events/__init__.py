@@ -72,7 +72,7 @@ from events._state import (
     check_sequence,
     replay_state,
 )
-from events._topics import DEFAULT_ROOT, TopicKind, Topics
+from events._topics import DEFAULT_ROOT, LOAD_ROOT, TopicKind, Topics
 from events._wire import (
     BatchSource,
     Message,
@@ -85,6 +85,7 @@ from events._wire import (
 __all__ = [
     "CONTENT_TYPE",
     "DEFAULT_ROOT",
+    "LOAD_ROOT",
     "MAX_COMMAND_BYTES",
     "MAX_PAYLOAD_BYTES",
     "PERIOD_BOUNDS",

@@ -16,9 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["DEFAULT_ROOT", "TopicKind", "Topics"]
+__all__ = ["DEFAULT_ROOT", "LOAD_ROOT", "TopicKind", "Topics"]
 
 DEFAULT_ROOT = "matchcast"
+#: The root ``matchcast load`` publishes under by default: its own, so that a load test
+#: never mixes its synthetic matches into a real stream.
+LOAD_ROOT = f"{DEFAULT_ROOT}-load"
 TopicKind = Literal["events", "state", "status", "control", "reply"]
 
 

@@ -2,7 +2,7 @@
 
 A broker password reaches matchcast in a URL (``mqtt://user:pass@host``), in
 ``$MATCHCAST_PASSWORD``, or in an argument (``--password X``). Wherever it is read
-(:func:`matchcast.mqtt.broker_url_from`) it is :func:`remember`-ed; everything matchcast
+(:func:`matchcast.transport.mqtt.broker_url_from`) it is :func:`remember`-ed; everything matchcast
 writes for people or files passes through here on the way out:
 
 - log lines: :func:`redact_event` is a structlog processor (``matchcast.logs``) and

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from events import MatchState, Topics, decode_state
-from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.transport.mqtt import BrokerURL, MqttClient
 
 
 async def retained_state(url: BrokerURL, topics: Topics, match_id: str) -> MatchState:

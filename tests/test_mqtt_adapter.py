@@ -5,7 +5,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from events import MessageProps
-from matchcast.mqtt import BrokerURL, _properties
+from matchcast.transport.mqtt import BrokerURL, _properties
 
 
 @pytest.mark.parametrize(

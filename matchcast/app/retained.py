@@ -24,8 +24,8 @@ import structlog
 from pydantic import ValidationError
 
 from events import DecodeError, Message, Topics, decode_state
-from matchcast.mqtt import BrokerURL, MqttClient
-from matchcast.status import ReplayerStatus
+from matchcast.contract.status import ReplayerStatus
+from matchcast.transport.mqtt import BrokerURL, MqttClient
 
 __all__ = ["RetainedTopic", "clear_retained", "find_retained"]
 

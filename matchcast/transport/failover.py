@@ -2,9 +2,9 @@
 
 ``--broker`` (and ``$MATCHCAST_BROKER``) take a comma-separated list of broker URLs, the nodes
 of one cluster (``mqtt://10.0.0.1:1883,mqtt://10.0.0.2:1883``). Both MQTT clients
-(:class:`matchcast.mqtt.MqttClient` on aiomqtt and :class:`matchcast.fastmqtt.FastClient`) take
-their connection attempts from one :class:`Attempts` schedule, so the failover policy is
-written once:
+(:class:`~matchcast.transport.mqtt.MqttClient` on aiomqtt and
+:class:`~matchcast.transport.fastmqtt.FastClient`) take their connection attempts from one
+:class:`Attempts` schedule, so the failover policy is written once:
 
 - a first connection tries the list in order, at once, and connects to the first node that
   answers;
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from matchcast.mqtt import BrokerURL
+    from matchcast.transport.mqtt import BrokerURL
 
 __all__ = ["Attempt", "Attempts", "parse_brokers"]
 
@@ -37,7 +37,7 @@ def parse_brokers(text: str) -> tuple[BrokerURL, ...]:
         ValueError: an empty list, an empty entry, a bad URL (naming it, password hidden), the
             same broker twice, or a list mixing ``mqtt://`` and ``mqtts://``.
     """
-    from matchcast.mqtt import BrokerURL  # noqa: PLC0415 - matchcast.mqtt imports this module
+    from matchcast.transport.mqtt import BrokerURL  # noqa: PLC0415 - matchcast.transport.mqtt imports this module
 
     parts = [p.strip() for p in text.split(",")]
     if not any(parts):

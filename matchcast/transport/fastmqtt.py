@@ -3,12 +3,12 @@
 aiomqtt (on paho) spends about 0.2 ms of CPU per message, which caps a Python load generator
 or plug-in host far below what mosquitto routes. This client is a plain
 :class:`asyncio.Protocol`: MQTT 5 packets are encoded and decoded by the Rust ``mqtt5`` codec,
-MQTT 3.1.1 ones by :mod:`matchcast.mqtt311`; outgoing packets are gathered and written once
-per event-loop iteration (one ``send`` for many packets), and incoming ones are decoded in bulk
-as each chunk of bytes arrives. It implements the same :class:`events.Publisher`,
+MQTT 3.1.1 ones by :mod:`matchcast.transport.mqtt311`; outgoing packets are gathered and
+written once per event-loop iteration (one ``send`` for many packets), and incoming ones are
+decoded in bulk as each chunk of bytes arrives. It implements the same :class:`events.Publisher`,
 :class:`events.MessageSource` and :class:`events.Reconnectable` protocols as
-:class:`matchcast.mqtt.MqttClient`, plus ``publish_nowait`` so a load generator can keep many
-publishes in flight without a task each, and :class:`events.BatchSource`
+:class:`matchcast.transport.mqtt.MqttClient`, plus ``publish_nowait`` so a load generator can
+keep many publishes in flight without a task each, and :class:`events.BatchSource`
 (``set_batch_handler``), so a consumer can take each read's messages in one call instead of
 one at a time from :meth:`FastClient.messages`.
 
@@ -18,7 +18,7 @@ Scope:
   refuses it (NATS: return code 1), closes the connection before its CONNACK, or sends none
   within ``probe_timeout`` (RabbitMQ 3.10 never answers a v5 CONNECT); the answer is
   remembered per broker address.
-- A list of brokers, tried as :class:`matchcast.failover.Attempts` says; :meth:`reconnect`
+- A list of brokers, tried as :class:`matchcast.transport.failover.Attempts` says; :meth:`reconnect`
   replaces a lost connection (backoff with jitter, giving up after ``max_outage`` with one
   :class:`events.BrokerError`) and restores the subscriptions where the broker kept no
   session for us.
@@ -47,10 +47,10 @@ import mqtt5
 import structlog
 
 from events import BrokerError, ConnectionLostError, Message, MessageProps
-from matchcast import mqtt311
-from matchcast.failover import Attempts
-from matchcast.mqtt import BrokerURL, Protocol, WillSpec
-from matchcast.mqtt import _hint as _connect_hint
+from matchcast.transport import mqtt311
+from matchcast.transport.failover import Attempts
+from matchcast.transport.mqtt import BrokerURL, Protocol, WillSpec
+from matchcast.transport.mqtt import _hint as _connect_hint
 
 __all__ = ["FastClient"]
 
@@ -153,7 +153,7 @@ class FastClient:
     """A connection to one of a list of brokers; implements ``Publisher``, ``MessageSource``,
     ``BatchSource`` and ``Reconnectable``.
 
-    Use as an async context manager, like :class:`matchcast.mqtt.MqttClient`::
+    Use as an async context manager, like :class:`matchcast.transport.mqtt.MqttClient`::
 
         async with FastClient(BrokerURL.parse("mqtt://127.0.0.1:1883")) as client:
             await client.publish("a/b", b"{}", qos=1)
@@ -553,7 +553,7 @@ class FastClient:
         await asyncio.Event().wait()
 
     async def reconnect(self) -> None:
-        """Replace a lost connection: the brokers in :class:`matchcast.failover.Attempts`'
+        """Replace a lost connection: the brokers in :class:`matchcast.transport.failover.Attempts`'
         order, with backoff and jitter; subscriptions restored where the broker kept no
         session; then ``on_reconnect``.
 

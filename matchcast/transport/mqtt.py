@@ -410,7 +410,7 @@ class MqttClient:
 
     Given several brokers (the nodes of one cluster), it connects to the first that answers
     and, when that node is lost, :meth:`reconnect` fails over to the others on the schedule of
-    :class:`matchcast.failover.Attempts`. Use as an async context manager::
+    :class:`matchcast.transport.failover.Attempts`. Use as an async context manager::
 
         async with MqttClient(BrokerURL.parse("mqtt://127.0.0.1:1883")) as client:
             await client.publish("a/b", b"{}", qos=1)
@@ -436,7 +436,7 @@ class MqttClient:
         max_outage: float = 300.0,
         on_reconnect: Callable[[MqttClient], Awaitable[None]] | None = None,
     ) -> None:
-        from matchcast.failover import Attempts  # noqa: PLC0415 - failover imports BrokerURL
+        from matchcast.transport.failover import Attempts  # noqa: PLC0415 - failover imports BrokerURL
 
         #: The brokers given, in order; :attr:`url` is the one connected to (or tried last).
         self.urls: tuple[BrokerURL, ...] = (url,) if isinstance(url, BrokerURL) else tuple(url)
@@ -680,9 +680,10 @@ class MqttClient:
     async def reconnect(self) -> None:
         """Replace a lost connection: fail over to the other brokers, with backoff and jitter.
 
-        The attempts follow :meth:`matchcast.failover.Attempts.after_loss`: the nodes after the
-        lost one first, the lost one last, then round-robin, each pass waiting longer (from
-        ``backoff_initial`` doubling to ``backoff_max``, a random fraction of it each time).
+        The attempts follow :meth:`matchcast.transport.failover.Attempts.after_loss`: the nodes
+        after the lost one first, the lost one last, then round-robin, each pass waiting longer
+        (from ``backoff_initial`` doubling to ``backoff_max``, a random fraction of it each
+        time).
         Calls ``on_reconnect`` once connected.
 
         Raises:
@@ -879,7 +880,7 @@ def broker_url_from(
     """The brokers from ``--broker``, else ``$MATCHCAST_BROKER``, else None (embedded).
 
     Either holds one URL or a comma-separated list of them, the nodes of one cluster
-    (:func:`matchcast.failover.parse_brokers`). ``$MATCHCAST_USERNAME`` and
+    (:func:`matchcast.transport.failover.parse_brokers`). ``$MATCHCAST_USERNAME`` and
     ``$MATCHCAST_PASSWORD`` fill in what each URL leaves out, and ``$MATCHCAST_CA_FILE``,
     ``_CERT_FILE``, ``_KEY_FILE`` give the TLS files of ``mqtts://`` brokers.
 
@@ -887,7 +888,7 @@ def broker_url_from(
         ValueError: a bad URL or list, a password without a user name, or TLS files for a
             broker that is not ``mqtts://``.
     """
-    from matchcast.failover import parse_brokers  # noqa: PLC0415 - failover imports this module
+    from matchcast.transport.failover import parse_brokers  # noqa: PLC0415 - failover imports this module
 
     env = os.environ if environ is None else environ
     raw = option or env.get(ENV_BROKER)

@@ -1,0 +1,39 @@
+"""The documented import path of the aiomqtt client: ``from matchcast.mqtt import MqttClient``.
+
+The code is :mod:`matchcast.transport.mqtt`; this module only re-exports its public names, so
+that the examples in docs/security.md and docs/subscribers.md keep working.
+"""
+
+from matchcast.transport.mqtt import (
+    ENV_BROKER,
+    ENV_CA_FILE,
+    ENV_CERT_FILE,
+    ENV_KEY_FILE,
+    ENV_KEY_PASSWORD,
+    ENV_PASSWORD,
+    ENV_USERNAME,
+    V5_CONNACK_TIMEOUT,
+    BrokerURL,
+    MqttClient,
+    TLSOptions,
+    WillSpec,
+    broker_url_from,
+    describe,
+)
+
+__all__ = [
+    "ENV_BROKER",
+    "ENV_CA_FILE",
+    "ENV_CERT_FILE",
+    "ENV_KEY_FILE",
+    "ENV_KEY_PASSWORD",
+    "ENV_PASSWORD",
+    "ENV_USERNAME",
+    "V5_CONNACK_TIMEOUT",
+    "BrokerURL",
+    "MqttClient",
+    "TLSOptions",
+    "WillSpec",
+    "broker_url_from",
+    "describe",
+]
