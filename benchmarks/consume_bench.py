@@ -50,7 +50,7 @@ from rich.table import Table
 from events import Topics
 from matchcast.logs import configure_logging
 from matchcast.testing import Mosquitto, mosquitto_binary
-from matchcast.transport.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 
 console = Console(width=max(Console().width, 120))
 MATCH = "bench-match"

@@ -50,12 +50,12 @@ from rich.table import Table
 from consumers import Runner, Subscriber
 from events import BaseEvent, MatchState, Topics
 from matchcast.cli.load import make_factory
-from matchcast.transport.clients import ClientKind
 from matchcast.load import LoadOptions, LoadRun, LoadShape, MatchTemplate, build_report
 from matchcast.logs import configure_logging
 from matchcast.testing import Mosquitto, mosquitto_binary
+from matchcast.transport.clients import ClientKind
+from matchcast.transport.connection import BrokerURL
 from matchcast.transport.fastmqtt import FastClient
-from matchcast.transport.mqtt import BrokerURL
 from simulator import resolve_matches
 
 console = Console(width=max(Console().width, 130))

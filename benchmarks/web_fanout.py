@@ -33,7 +33,7 @@ from matchcast.app import run_replay
 from matchcast.logs import configure_logging
 from matchcast.testing import Mosquitto, mosquitto_binary, wait_port
 from matchcast.transport.broker import free_port
-from matchcast.transport.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
 
 SEMI = resolve_matches("semifinal")[0]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from matchcast.testbroker import free_port, wait_port
-from matchcast.transport.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 
 __all__ = [
     "NATS_SERVER",

@@ -12,7 +12,7 @@ from events import Topics
 from matchcast.logs import configure_logging
 from matchcast.testbroker import REQUIRE_ENV, Mosquitto, mosquitto_binary
 from matchcast.transport.broker import embedded_broker
-from matchcast.transport.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 
 configure_logging("console", "DEBUG")  # capture_logs() needs every level to get through
 

@@ -35,7 +35,7 @@ from matchcast.contract.channels import CHANNELS, ChannelSpec
 from matchcast.contract.status import ReplayerStatus
 from matchcast.contract.wire_docs import ASYNCAPI_PATH, REGENERATE
 from matchcast.contract.wire_examples import EVENT_TYPES
-from matchcast.transport.mqtt import BrokerURL, WillSpec
+from matchcast.transport.connection import BrokerURL, WillSpec
 from simulator import ReplayOptions, resolve_matches
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,8 +10,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from events import BrokerError, Message, MessageProps, Topics
+from matchcast.transport.connection import BrokerURL
 from matchcast.transport.fastmqtt import FastClient
-from matchcast.transport.mqtt import BrokerURL, MqttClient
+from matchcast.transport.mqtt import MqttClient
 
 pytestmark = pytest.mark.mosquitto
 

@@ -22,8 +22,8 @@ from events import (
 from matchcast.testbroker import FaultProxy, Mosquitto, mosquitto_binary
 from matchcast.transport import fastmqtt, mqtt311
 from matchcast.transport.broker import free_port
+from matchcast.transport.connection import BrokerURL, WillSpec
 from matchcast.transport.fastmqtt import FastClient
-from matchcast.transport.mqtt import BrokerURL, WillSpec
 
 pytestmark = pytest.mark.mosquitto
 

@@ -11,7 +11,7 @@ import pytest
 
 from events import MatchFileError, MatchState, Period, Topics, replay_state
 from matchcast.app import run_replay
-from matchcast.transport.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 from simulator import Match, ReplayOptions, expand, load_match
 from simulator.importers import ATTRIBUTION, import_statsbomb
 from simulator.importers.statsbomb import _label

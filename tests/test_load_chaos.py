@@ -32,7 +32,8 @@ from matchcast.load._chaos import build_copy_chaos
 from matchcast.load._report import READABLE_FORMATS, REPORT_FORMAT
 from matchcast.logs import configure_logging
 from matchcast.testing import Mosquitto
-from matchcast.transport.mqtt import BrokerURL, MqttClient
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import ChaosSpec, resolve_matches
 from tests.test_load_e2e import Misbehaving
 

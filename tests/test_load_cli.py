@@ -20,7 +20,7 @@ from matchcast.app.retained import find_retained
 from matchcast.cli.load import _failures
 from matchcast.load import CheckError, evaluate_checks, parse_check, render_table
 from matchcast.testing import Mosquitto
-from matchcast.transport.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 
 N = 106  # events of one semi-final
 
@@ -245,7 +245,8 @@ async def test_ctrl_c_with_workers_merges_what_each_measured(
     measured, and the merged report is written, marked interrupted."""
     import asyncio
 
-    from matchcast.transport.mqtt import BrokerURL, MqttClient
+    from matchcast.transport.connection import BrokerURL
+    from matchcast.transport.mqtt import MqttClient
 
     out, root = tmp_path / "w.json", f"mct-w-{tmp_path.name}"
     args = ["--broker", mosquitto.url, "--workers", "2", "--matches", "2", "--speed", "60",

@@ -26,7 +26,8 @@ from matchcast.load import (
 )
 from matchcast.logs import configure_logging
 from matchcast.testing import Mosquitto
-from matchcast.transport.mqtt import BrokerURL, MqttClient
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import resolve_matches
 
 pytestmark = pytest.mark.mosquitto

@@ -28,7 +28,8 @@ from matchcast.load import (
     write_chart,
 )
 from matchcast.testing import Mosquitto
-from matchcast.transport.mqtt import BrokerURL, MqttClient
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import resolve_matches
 
 TEMPLATE = MatchTemplate.build(resolve_matches("semifinal")[0])

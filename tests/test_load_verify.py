@@ -29,7 +29,8 @@ from matchcast.load import (
 )
 from matchcast.testing import Mosquitto
 from matchcast.transport.broker import free_port
-from matchcast.transport.mqtt import BrokerURL, MqttClient
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import resolve_matches
 
 TEMPLATE = MatchTemplate.build(resolve_matches("semifinal")[0])

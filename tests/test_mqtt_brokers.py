@@ -19,8 +19,9 @@ from matchcast.app import mqtt_client
 from matchcast.load._nodes import NodeAssigner, merge_node_figures
 from matchcast.testbroker import Mosquitto, free_port, mosquitto_binary
 from matchcast.transport import mqtt
+from matchcast.transport.connection import BrokerURL, WillSpec, broker_url_from
 from matchcast.transport.fastmqtt import FastClient
-from matchcast.transport.mqtt import BrokerURL, MqttClient, broker_url_from
+from matchcast.transport.mqtt import MqttClient
 
 pytestmark = pytest.mark.mosquitto
 
@@ -164,7 +165,7 @@ async def test_a_client_with_a_will_also_falls_back_on_an_unanswered_v5(
 ) -> None:
     url = BrokerURL("127.0.0.1", v311_only.port)
     mqtt._V5_SUPPORT.pop((url.host, url.port), None)
-    will = mqtt.WillSpec("mctest/will", b"offline")
+    will = WillSpec("mctest/will", b"offline")
     async with MqttClient(url, will=will, connack_timeout=0.5) as client:
         assert client.protocol_version == "3.1.1"
 

@@ -19,7 +19,7 @@ from consumers import Runner, Subscriber
 from events import Event, MatchState, Topics
 from matchcast.app import run_replay, run_watch
 from matchcast.testbroker import Mosquitto, mosquitto_binary
-from matchcast.transport.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, expand, resolve_matches
 
 SEMI = resolve_matches("semifinal")[0]

@@ -20,7 +20,7 @@ from events import Event, MatchState, Topics, apply
 from matchcast.app import run_replay
 from matchcast.testing import wait_port
 from matchcast.transport.broker import free_port
-from matchcast.transport.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 from matchcast.web import Hub, WebServer
 from simulator import ReplayOptions, expand, resolve_matches
 

@@ -18,7 +18,7 @@ from playwright.async_api import async_playwright, expect
 from consumers import Runner
 from matchcast.app import run_replay, run_watch
 from matchcast.transport.broker import embedded_broker
-from matchcast.transport.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 from matchcast.web import Hub, WebServer, bridge
 from simulator import ReplayOptions, resolve_matches
 

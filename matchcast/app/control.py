@@ -32,7 +32,8 @@ from events import (
     parse_minute,
 )
 from matchcast.contract.status import ReplayerStatus
-from matchcast.transport.mqtt import BrokerURL, MqttClient
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 
 __all__ = [
     "ACTIONS",

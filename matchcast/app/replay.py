@@ -26,7 +26,8 @@ from events import (
     encode_control,
 )
 from matchcast.contract.status import ReplayerStatus
-from matchcast.transport.mqtt import BrokerURL, MqttClient, Protocol, WillSpec
+from matchcast.transport.connection import BrokerURL, Protocol, WillSpec
+from matchcast.transport.mqtt import MqttClient
 from simulator import Clock, Match, Recording, Replayer, ReplayOptions, ReplayReport
 
 __all__ = ["ControlService", "run_replay", "status_payload"]

@@ -17,7 +17,8 @@ from pydantic import ValidationError
 
 from events import BrokerError, Topics
 from matchcast.contract.status import ReplayerStatus
-from matchcast.transport.mqtt import BrokerURL, MqttClient
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 
 __all__ = ["ReplayerBook", "follow_replayers"]
 

@@ -25,7 +25,8 @@ from pydantic import ValidationError
 
 from events import DecodeError, Message, Topics, decode_state
 from matchcast.contract.status import ReplayerStatus
-from matchcast.transport.mqtt import BrokerURL, MqttClient
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 
 __all__ = ["RetainedTopic", "clear_retained", "find_retained"]
 

@@ -9,7 +9,8 @@ import structlog
 from consumers import Runner, Subscriber
 from events import BrokerError, ConnectionLostError, MatchState, Topics
 from matchcast.transport.clients import ClientKind, mqtt_client
-from matchcast.transport.mqtt import BrokerURL, MqttClient, Protocol
+from matchcast.transport.connection import BrokerURL, Protocol
+from matchcast.transport.mqtt import MqttClient
 
 __all__ = ["run_watch"]
 

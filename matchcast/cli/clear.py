@@ -29,7 +29,7 @@ from matchcast.cli.options import (
     parse_topics,
 )
 from matchcast.transport.broker import DEFAULT_HOST
-from matchcast.transport.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 
 __all__ = ["HELP", "register"]
 

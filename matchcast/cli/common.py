@@ -23,7 +23,7 @@ from rich.markup import escape
 from events import MatchcastError, MatchFileError, Topics
 from matchcast.logs import LogFormat, configure_logging
 from matchcast.redact import redact
-from matchcast.transport.mqtt import BrokerURL, describe
+from matchcast.transport.connection import BrokerURL, describe
 
 __all__ = [
     "CommandExit",

@@ -59,7 +59,7 @@ from matchcast.cli.options import (
 )
 from matchcast.transport.broker import DEFAULT_HOST
 from matchcast.transport.clients import ClientKind
-from matchcast.transport.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 
 __all__ = ["consume", "register"]
 

@@ -54,7 +54,7 @@ from matchcast.cli.options import (
 from matchcast.load._nodes import NodeAssigner
 from matchcast.redact import redact, redact_argv, redact_data, write_private
 from matchcast.transport.clients import ClientKind
-from matchcast.transport.mqtt import ENV_PASSWORD
+from matchcast.transport.connection import ENV_PASSWORD
 from simulator import ChaosSpec, ChaosSpecError
 
 #: What a worker started with ``--start-on-go`` prints once it is connected and subscribed.
@@ -82,7 +82,7 @@ def make_factory(kind: ClientKind, brokers: Any, protocol: str = "auto") -> Any:
     """A :data:`~matchcast.load.ClientFactory` for ``kind``, each connection to the next node
     of its role: ``brokers`` is a :class:`NodeAssigner` (which counts them), a list of broker
     URLs, or one."""
-    from matchcast.transport.mqtt import BrokerURL  # noqa: PLC0415
+    from matchcast.transport.connection import BrokerURL  # noqa: PLC0415
 
     if isinstance(brokers, NodeAssigner):
         nodes = brokers

@@ -20,7 +20,7 @@ import typer
 from events import MatchClock, MatchFileError, Period, Topics
 from matchcast.cli.common import fail, log, stderr
 from matchcast.transport.clients import ClientKind
-from matchcast.transport.mqtt import (
+from matchcast.transport.connection import (
     ENV_CA_FILE,
     ENV_CERT_FILE,
     ENV_KEY_FILE,

@@ -50,7 +50,7 @@ from matchcast.cli.options import (
     parse_topics,
 )
 from matchcast.transport.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker
-from matchcast.transport.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 from simulator import (
     RESEND_WINDOW_S,
     ChaosSpecError,

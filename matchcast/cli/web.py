@@ -39,7 +39,7 @@ from matchcast.cli.options import (
 from matchcast.transport.clients import ClientKind
 
 if TYPE_CHECKING:
-    from matchcast.transport.mqtt import BrokerURL
+    from matchcast.transport.connection import BrokerURL
     from matchcast.web import ControlSender
 
 __all__ = ["register"]
@@ -104,7 +104,7 @@ def web(
 ) -> None:
     """Serve a live match page (scoreboard, goals, ticker, possession) pushed over SSE."""
     setup_logs(log_format, verbose, quiet_default=True)
-    from matchcast.transport.mqtt import BrokerURL  # noqa: PLC0415
+    from matchcast.transport.connection import BrokerURL  # noqa: PLC0415
     from simulator import ReplayOptions  # noqa: PLC0415
 
     checked_protocol = parse_protocol(protocol)

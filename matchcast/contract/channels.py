@@ -2,8 +2,8 @@
 
 One :class:`ChannelSpec` per topic of :class:`events.Topics`, with the flags read from the
 replayer's own defaults where it has them (:class:`simulator.ReplayOptions`,
-:class:`matchcast.transport.mqtt.WillSpec`). The AsyncAPI document and docs/wire-format.md are both
-built from it, and a test replays a match through a recording client to check it.
+:class:`matchcast.transport.connection.WillSpec`). The AsyncAPI document and docs/wire-format.md
+are both built from it, and a test replays a match through a recording client to check it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from events import TopicKind, Topics
-from matchcast.transport.mqtt import WillSpec
+from matchcast.transport.connection import WillSpec
 from simulator import ReplayOptions
 
 __all__ = ["CHANNELS", "ChannelSpec"]

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from matchcast.transport.mqtt import BrokerURL, MqttClient
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 
 if TYPE_CHECKING:
     from matchcast.transport.fastmqtt import FastClient

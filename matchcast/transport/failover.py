@@ -1,7 +1,8 @@
-"""Several brokers: the list a user names, and the order and pace in which they are tried.
+"""Several brokers: the order and pace in which they are tried.
 
 ``--broker`` (and ``$MATCHCAST_BROKER``) take a comma-separated list of broker URLs, the nodes
-of one cluster (``mqtt://10.0.0.1:1883,mqtt://10.0.0.2:1883``). Both MQTT clients
+of one cluster (``mqtt://10.0.0.1:1883,mqtt://10.0.0.2:1883``; read by
+:func:`matchcast.transport.connection.parse_brokers`). Both MQTT clients
 (:class:`~matchcast.transport.mqtt.MqttClient` on aiomqtt and
 :class:`~matchcast.transport.fastmqtt.FastClient`) take their connection attempts from one
 :class:`Attempts` schedule, so the failover policy is written once:
@@ -25,38 +26,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from matchcast.transport.mqtt import BrokerURL
+    from matchcast.transport.connection import BrokerURL
 
-__all__ = ["Attempt", "Attempts", "parse_brokers"]
-
-
-def parse_brokers(text: str) -> tuple[BrokerURL, ...]:
-    """The brokers of a comma-separated list of URLs (a single URL is a list of one).
-
-    Raises:
-        ValueError: an empty list, an empty entry, a bad URL (naming it, password hidden), the
-            same broker twice, or a list mixing ``mqtt://`` and ``mqtts://``.
-    """
-    from matchcast.transport.mqtt import BrokerURL  # noqa: PLC0415 - matchcast.transport.mqtt imports this module
-
-    parts = [p.strip() for p in text.split(",")]
-    if not any(parts):
-        raise ValueError("no broker given: e.g. mqtt://127.0.0.1:1883")
-    if not all(parts):
-        raise ValueError(
-            "an empty entry in the broker list: separate URLs with single commas, e.g. "
-            "mqtt://10.0.0.1:1883,mqtt://10.0.0.2:1883"
-        )
-    urls = tuple(BrokerURL.parse(p) for p in parts)
-    seen: set[tuple[str, int]] = set()
-    for url in urls:
-        key = (url.host, url.port)
-        if key in seen:
-            raise ValueError(f"broker {url} is listed twice")
-        seen.add(key)
-    if len({u.tls for u in urls}) > 1:
-        raise ValueError("the broker list mixes mqtt:// and mqtts://: use one scheme for all nodes")
-    return urls
+__all__ = ["Attempt", "Attempts"]
 
 
 @dataclass(frozen=True, slots=True)

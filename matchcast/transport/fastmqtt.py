@@ -48,9 +48,8 @@ import structlog
 
 from events import BrokerError, ConnectionLostError, Message, MessageProps
 from matchcast.transport import mqtt311
+from matchcast.transport.connection import BrokerURL, Protocol, WillSpec, connect_hint
 from matchcast.transport.failover import Attempts
-from matchcast.transport.mqtt import BrokerURL, Protocol, WillSpec
-from matchcast.transport.mqtt import _hint as _connect_hint
 
 __all__ = ["FastClient"]
 
@@ -347,7 +346,7 @@ class FastClient:
             self._drop()
             reason = str(err) or "timed out"
             raise BrokerError(
-                str(url), f"cannot connect: {reason}{_connect_hint(err, tls=url.tls)}"
+                str(url), f"cannot connect: {reason}{connect_hint(err, tls=url.tls)}"
             ) from err
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport

@@ -12,7 +12,8 @@ from matchcast.app import run_replay
 from matchcast.app.retained import RetainedTopic, find_retained
 from matchcast.cli.common import live_matches
 from matchcast.testbroker import Mosquitto
-from matchcast.transport.mqtt import BrokerURL, MqttClient
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import ReplayOptions, resolve_matches
 from tests._cli import run_cli
 

@@ -18,7 +18,8 @@ from events import Event, Goal, MatchState, Message, Topics, decode_event, decod
 from matchcast.app import run_replay, run_watch
 from matchcast.app.control import ControlError, find_replayers, send_command
 from matchcast.contract.status import ReplayerStatus
-from matchcast.transport.mqtt import BrokerURL, MqttClient
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import Replayer, ReplayOptions, expand, resolve_matches, wall_offsets
 from tests._fakes import ManualClock
 

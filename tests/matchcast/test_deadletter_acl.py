@@ -16,7 +16,8 @@ from consumers import Runner, Subscriber
 from events import PublishRefusedError, Topics
 from matchcast.app import run_watch
 from matchcast.testbroker import Mosquitto, mosquitto_binary
-from matchcast.transport.mqtt import BrokerURL, MqttClient
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from tests._secure import PASSWORDS, compose_mosquitto
 
 pytestmark = pytest.mark.mosquitto

@@ -14,7 +14,7 @@ from events import Topics
 from matchcast.app import run_replay
 from matchcast.app.replayers import ReplayerBook, follow_replayers
 from matchcast.contract.status import ReplayerStatus
-from matchcast.transport.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
 
 SEMI = resolve_matches(None)[0]
