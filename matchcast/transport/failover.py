@@ -20,15 +20,23 @@ of one cluster (``mqtt://10.0.0.1:1883,mqtt://10.0.0.2:1883``; read by
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import structlog
+
+from events import BrokerError
 
 if TYPE_CHECKING:
     from matchcast.transport.connection import BrokerURL
 
-__all__ = ["Attempt", "Attempts"]
+__all__ = ["Attempt", "Attempts", "fail_over"]
+
+_log = structlog.get_logger("matchcast.failover")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,3 +101,68 @@ class Attempts:
             ceiling = min(self.cap, self.initial * 2**rounds)
             yield Attempt(index, self.urls[index], self._rng() * ceiling)
             attempt += 1
+
+
+def _no_details() -> Mapping[str, object]:
+    return {}
+
+
+async def fail_over(
+    attempts: Attempts,
+    connect: Callable[[Attempt], Awaitable[None]],
+    *,
+    where: str,
+    max_outage: float,
+    give_up_reason: Callable[[BrokerError], str] = lambda err: err.reason,
+    details: Callable[[], Mapping[str, object]] = _no_details,
+) -> None:
+    """Replace a lost connection, as both clients do: ``connect`` each of
+    :meth:`Attempts.after_loss` in turn, after its wait, until one succeeds.
+
+    Logs ``broker.reconnect_failed`` for each failure, then ``broker.failed_over`` (another node)
+    or ``broker.reconnected`` (the lost one), with the client's ``details`` of the new connection.
+
+    Raises:
+        BrokerError: for ``where``, when no attempt succeeded within ``max_outage`` seconds;
+            its reason ends with ``give_up_reason`` of the last failure.
+    """
+    lost = attempts.current
+    started = time.monotonic()
+    for number, attempt in enumerate(attempts.after_loss(), start=1):
+        await asyncio.sleep(attempt.delay)
+        try:
+            await connect(attempt)
+        except BrokerError as err:
+            waited = time.monotonic() - started
+            _log.warning(
+                "broker.reconnect_failed",
+                broker=str(attempt.url),
+                attempt=number,
+                reason=err.reason,
+                outage_s=round(waited, 2),
+            )
+            if waited > max_outage:
+                raise BrokerError(
+                    where, f"unreachable for {waited:.0f}s, giving up: {give_up_reason(err)}"
+                ) from err
+            continue
+        attempts.connected(attempt.index)
+        outage = round(time.monotonic() - started, 3)
+        if attempt.index != lost:
+            _log.warning(
+                "broker.failed_over",
+                lost=str(attempts.urls[lost]),
+                broker=str(attempt.url),
+                attempt=number,
+                **details(),
+                outage_s=outage,
+            )
+        else:
+            _log.info(
+                "broker.reconnected",
+                broker=str(attempt.url),
+                attempt=number,
+                **details(),
+                outage_s=outage,
+            )
+        return

@@ -49,7 +49,7 @@ import structlog
 from events import BrokerError, ConnectionLostError, Message, MessageProps
 from matchcast.transport import mqtt311
 from matchcast.transport.connection import BrokerURL, Protocol, WillSpec, connect_hint
-from matchcast.transport.failover import Attempts
+from matchcast.transport.failover import Attempt, Attempts, fail_over
 
 __all__ = ["FastClient"]
 
@@ -564,54 +564,26 @@ class FastClient:
             if self._generation != generation:
                 return  # another task replaced the connection while this one waited
             self._drop()
-            lost = self._attempts.current
-            loop = asyncio.get_running_loop()
-            started = loop.time()
-            last = "connection lost"
-            for n, attempt in enumerate(self._attempts.after_loss(), 1):
-                await asyncio.sleep(attempt.delay)
-                try:
-                    await self._connect(attempt.url)
-                except BrokerError as err:
-                    last = err.reason if len(self.urls) == 1 else str(err)
-                    waited = loop.time() - started
-                    _log.warning(
-                        "broker.reconnect_failed",
-                        broker=str(attempt.url),
-                        attempt=n,
-                        reason=err.reason,
-                        outage_s=round(waited, 2),
-                    )
-                    if waited > self.max_outage:
-                        raise BrokerError(
-                            self._where, f"unreachable for {waited:.0f}s, giving up: {last}"
-                        ) from err
-                    continue
-                self._attempts.connected(attempt.index)
-                self.reconnects += 1
-                self._generation += 1
-                outage = round(loop.time() - started, 3)
-                if attempt.index != lost:  # the same log line as MqttClient's
-                    _log.warning(
-                        "broker.failed_over",
-                        lost=str(self.urls[lost]),
-                        broker=str(attempt.url),
-                        attempt=n,
-                        session_present=self.session_present,
-                        outage_s=outage,
-                    )
-                else:
-                    _log.info(
-                        "broker.reconnected",
-                        broker=str(attempt.url),
-                        attempt=n,
-                        session_present=self.session_present,
-                        outage_s=outage,
-                    )
-                await self._restore()
-                if self.on_reconnect is not None:
-                    await self.on_reconnect(self)
-                return
+
+            async def connect(attempt: Attempt) -> None:
+                await self._connect(attempt.url)
+
+            def give_up_reason(err: BrokerError) -> str:
+                return err.reason if len(self.urls) == 1 else str(err)
+
+            await fail_over(
+                self._attempts,
+                connect,
+                where=self._where,
+                max_outage=self.max_outage,
+                give_up_reason=give_up_reason,
+                details=lambda: {"session_present": self.session_present},
+            )
+            self.reconnects += 1
+            self._generation += 1
+            await self._restore()
+            if self.on_reconnect is not None:
+                await self.on_reconnect(self)
 
     async def _restore(self) -> None:
         """Subscribe again to what the broker forgot (everything, unless it kept a session)."""

@@ -15,7 +15,6 @@ import asyncio
 import contextlib
 import contextvars
 import ssl
-import time
 import typing
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -30,7 +29,7 @@ from paho.mqtt.properties import Properties
 
 from events import BrokerError, ConnectionLostError, Message, MessageProps, PublishRefusedError
 from matchcast.transport.connection import BrokerURL, Protocol, WillSpec, connect_hint, describe
-from matchcast.transport.failover import Attempts
+from matchcast.transport.failover import Attempt, Attempts, fail_over
 
 __all__ = ["FAILOVER_CONNECT_TIMEOUT", "V5_CONNACK_TIMEOUT", "MqttClient"]
 
@@ -448,47 +447,18 @@ class MqttClient:
         if old is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(old.__aexit__(None, None, None), timeout=1)
-        lost = self.attempts.current
-        started = time.monotonic()
-        for number, attempt in enumerate(self.attempts.after_loss(), start=1):
-            await asyncio.sleep(attempt.delay)
+
+        async def connect(attempt: Attempt) -> None:
             self._attempt_timeout = self._failover_timeout
             try:
                 await self._connect_to(attempt.index)
-            except BrokerError as err:
-                waited = time.monotonic() - started
-                _log.warning(
-                    "broker.reconnect_failed",
-                    broker=str(attempt.url),
-                    attempt=number,
-                    reason=err.reason,
-                    outage_s=round(waited, 2),
-                )
-                if waited > self.max_outage:
-                    raise BrokerError(
-                        self.broker, f"unreachable for {waited:.0f}s, giving up: {err.reason}"
-                    ) from err
-                continue
             finally:
                 self._attempt_timeout = self._timeout
-            self.attempts.connected(attempt.index)
-            self.reconnects += 1
-            outage = round(time.monotonic() - started, 3)
-            if attempt.index != lost:
-                _log.warning(
-                    "broker.failed_over",
-                    lost=str(self.urls[lost]),
-                    broker=str(attempt.url),
-                    attempt=number,
-                    outage_s=outage,
-                )
-            else:
-                _log.info(
-                    "broker.reconnected", broker=str(attempt.url), attempt=number, outage_s=outage
-                )
-            if self.on_reconnect is not None:
-                await self.on_reconnect(self)
-            return
+
+        await fail_over(self.attempts, connect, where=self.broker, max_outage=self.max_outage)
+        self.reconnects += 1
+        if self.on_reconnect is not None:
+            await self.on_reconnect(self)
 
     async def __aexit__(
         self,
