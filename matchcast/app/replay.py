@@ -211,7 +211,104 @@ async def _play(
     return [t.result() for t in tasks]
 
 
-async def run_replay(  # noqa: PLR0915 - connection, status, control service and queue, in order
+class _StatusTopic:
+    """A replayer's retained status: ``online`` on every connection and every change of its
+    playback, ``offline`` at the end (or by the last will when the connection dies)."""
+
+    def __init__(self, topics: Topics, replayer_id: str, ids: Sequence[str]) -> None:
+        self.topic = topics.status(replayer_id)
+        self.control_topic = topics.control(replayer_id)
+        self.replayer_id = replayer_id
+        self.ids = list(ids)
+        self.replayer: Replayer | None = None
+        self.service: ControlService | None = None
+        #: Set on each change of the playback; :meth:`publish_changes` says it.
+        self.dirty = asyncio.Event()
+        self._props = MessageProps(content_type=CONTENT_TYPE)
+
+    def will(self) -> WillSpec:
+        """The last will: ``offline``, published by the broker if the connection dies."""
+        return WillSpec(self.topic, status_payload(self.replayer_id, "offline", self.ids))
+
+    async def say(self, client: MqttClient) -> None:
+        """Publish ``online`` with the playback now."""
+        await client.publish(
+            self.topic,
+            status_payload(self.replayer_id, "online", self.ids, self.replayer),
+            qos=1,
+            retain=True,
+            props=self._props,
+        )
+
+    async def announce(self, client: MqttClient) -> None:
+        """On a (new) connection: listen for commands, say ``online``, wake the service."""
+        await client.subscribe(self.control_topic, qos=1)
+        await self.say(client)
+        if self.service is not None:
+            self.service.reconnected.set()
+
+    async def announce_again(self, client: MqttClient) -> None:
+        """:meth:`announce` after a failover, best effort: a node whose retained store is still
+        electing a leader (NATS JetStream) must not stop the replay. The events go on."""
+        try:
+            await self.announce(client)
+        except BrokerError as err:
+            _log.warning(
+                "replayer.status_not_published", replayer_id=self.replayer_id, reason=err.reason
+            )
+            # RabbitMQ 3.10 keeps a client id's subscription queue on the node that died: a
+            # subscribe under that id (the control topic) hangs on any other node, which then
+            # drops the connection. The next connection takes a client id of its own.
+            client.start_clean()
+
+    async def publish_changes(self, client: MqttClient) -> None:
+        """Publish the status again after each change (changes in a burst: once)."""
+        while True:
+            await self.dirty.wait()
+            self.dirty.clear()
+            try:
+                await self.say(client)
+            except BrokerError as err:  # the reconnect announces the status anew
+                _log.debug("replayer.status_not_published", reason=err.reason)
+
+    async def say_offline(self, client: MqttClient) -> None:
+        """Best effort: on a dead connection the will says offline instead."""
+        try:
+            await asyncio.wait_for(
+                client.publish(
+                    self.topic,
+                    status_payload(self.replayer_id, "offline", self.ids, self.replayer),
+                    qos=1,
+                    retain=True,
+                    props=self._props,
+                ),
+                timeout=2,
+            )
+        except Exception:  # a CancelledError still propagates
+            _log.debug("replayer.offline_not_published", replayer_id=self.replayer_id)
+
+
+async def _serve_and_play(
+    client: MqttClient,
+    status: _StatusTopic,
+    service: ControlService,
+    matches: Sequence[Match | Recording],
+    waits: Sequence[float],
+    one_after_another: bool,
+) -> list[ReplayReport]:
+    """Play the matches while the control service and the status updates run beside them."""
+    async with asyncio.TaskGroup() as tg:
+        helpers = [
+            tg.create_task(service.serve()),
+            tg.create_task(status.publish_changes(client)),
+        ]
+        try:
+            return await _play(service.replayer, matches, waits, one_after_another)
+        finally:
+            await _stop_helpers(service, helpers)
+
+
+async def run_replay(
     matches: Sequence[Match | Recording],
     url: BrokerURL | Sequence[BrokerURL],
     options: ReplayOptions,
@@ -242,63 +339,16 @@ async def run_replay(  # noqa: PLR0915 - connection, status, control service and
         raise ValueError(f"{len(delays)} delays for {len(matches)} matches")
     waits = list(delays) if delays is not None else [0.0] * len(matches)
     replayer_id = replayer_id or f"replayer-{uuid.uuid4().hex[:8]}"
-    topics = options.topics
-    ids = [m.match_id for m in matches]
-    will = WillSpec(topics.status(replayer_id), status_payload(replayer_id, "offline", ids))
-    props = MessageProps(content_type=CONTENT_TYPE)
-
-    replayer: Replayer | None = None
-    service: ControlService | None = None
-    dirty = asyncio.Event()
-
-    async def say_status(client: MqttClient) -> None:
-        await client.publish(
-            topics.status(replayer_id),
-            status_payload(replayer_id, "online", ids, replayer),
-            qos=1,
-            retain=True,
-            props=props,
-        )
-
-    async def announce(client: MqttClient) -> None:
-        await client.subscribe(topics.control(replayer_id), qos=1)
-        await say_status(client)
-        if service is not None:
-            service.reconnected.set()
-
-    async def publish_status(client: MqttClient) -> None:
-        """Publish the status again after each change (changes in a burst: once)."""
-        while True:
-            await dirty.wait()
-            dirty.clear()
-            try:
-                await say_status(client)
-            except BrokerError as err:  # the reconnect announces the status anew
-                _log.debug("replayer.status_not_published", reason=err.reason)
-
-    async def announce_again(client: MqttClient) -> None:
-        # After a failover the status is best effort: a node whose retained store is still
-        # electing a leader (NATS JetStream) must not stop the replay. The events go on.
-        try:
-            await announce(client)
-        except BrokerError as err:
-            _log.warning(
-                "replayer.status_not_published", replayer_id=replayer_id, reason=err.reason
-            )
-            # RabbitMQ 3.10 keeps a client id's subscription queue on the node that died: a
-            # subscribe under that id (the control topic) hangs on any other node, which then
-            # drops the connection. The next connection takes a client id of its own.
-            client.start_clean()
-
+    status = _StatusTopic(options.topics, replayer_id, [m.match_id for m in matches])
     async with MqttClient(
         url,
         client_id=f"matchcast-{replayer_id}",
         protocol=protocol,
-        will=will,
+        will=status.will(),
         # More unacknowledged QoS 2 publishes than the broker's receive maximum (mosquitto: 20)
         # are refused by the broker yet reported sent by the client; paho queues the rest.
         max_inflight=20,
-        on_reconnect=announce_again,
+        on_reconnect=status.announce_again,
         max_outage=max_outage,
     ) as client:
         _log.info(
@@ -308,36 +358,15 @@ async def run_replay(  # noqa: PLR0915 - connection, status, control service and
             replayer_id=replayer_id,
         )
         replayer = Replayer(client, options, clock=clock)
-        replayer.on_change = dirty.set
+        replayer.on_change = status.dirty.set
         service = ControlService(
-            client, replayer, replayer_id, topics, say_status=lambda: say_status(client)
+            client, replayer, replayer_id, options.topics, say_status=lambda: status.say(client)
         )
-        await announce(client)
+        status.replayer, status.service = replayer, service
+        await status.announce(client)
         if on_ready is not None:
             on_ready(replayer)
         try:
-            async with asyncio.TaskGroup() as tg:
-                helpers = [
-                    tg.create_task(service.serve()),
-                    tg.create_task(publish_status(client)),
-                ]
-                try:
-                    reports = await _play(replayer, matches, waits, one_after_another)
-                finally:
-                    await _stop_helpers(service, helpers)
+            return await _serve_and_play(client, status, service, matches, waits, one_after_another)
         finally:
-            # Best effort: on a dead connection the will says offline instead.
-            try:
-                await asyncio.wait_for(
-                    client.publish(
-                        topics.status(replayer_id),
-                        status_payload(replayer_id, "offline", ids, replayer),
-                        qos=1,
-                        retain=True,
-                        props=props,
-                    ),
-                    timeout=2,
-                )
-            except Exception:  # a CancelledError still propagates
-                _log.debug("replayer.offline_not_published", replayer_id=replayer_id)
-        return reports
+            await status.say_offline(client)
