@@ -13,13 +13,14 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from events import LOAD_ROOT, BrokerError
+from events import LOAD_ROOT, BrokerError, Topics
 from matchcast.cli.chaos import (
     ChaosLogOpt,
     ChaosOpt,
@@ -282,149 +283,286 @@ def load(
 
     `matchcast load merge A.json B.json --report all.json` combines the reports of shards.
     """
-    from rich.console import Console  # noqa: PLC0415
-
-    from matchcast.load import (  # noqa: PLC0415
-        LoadOptions,
-        LoadRun,
-        LoadShape,
-        MatchTemplate,
-    )
-
     setup_logs(log_format, verbose, quiet_default=True)
     checks = _checks(check)
     _chart_ready(chart)
     if specs and specs[0] == "merge":
         _merge([Path(f) for f in specs[1:]], report, csv_path, chart, checks)
         return
-    topics, spd, chaos_spec = (
-        parse_topics(root),
-        parse_speed(speed),
-        _chaos_options(chaos, chaos_log, truth, workers > 1 or probe_workers > 0),
-    )
-    checked_protocol = parse_protocol(protocol)
-    if shared_group is not None and (not shared_group or any(c in shared_group for c in "/+#")):
-        fail(f"--shared-group {shared_group!r} must be a name without / + #", 2)
-    the_shard = _parse_shard(shard) if shard else None
-    if the_shard is not None and (workers > 1 or probe_workers):
-        fail("--workers/--probe-workers and --shard do not mix: they run the shards themselves", 2)
-    sources = [m for spec in (specs or [None]) for m in load_matches(spec)]  # type: ignore[list-item]
-    templates = [MatchTemplate.build(m) for m in sources]
-    run_tag = tag or uuid.uuid4().hex[:4]
-    my_matches, my_subscribers = matches, subscribers
-    if probe_only and the_shard is None:
-        fail("--probe-only goes with --shard i/n (--probe-workers sets both)", 2)
-    if the_shard is not None:
-        i, n = the_shard
-        my_matches = 0 if probe_only else len(range(i, matches, n))
-        my_subscribers = subscribers // n + (1 if i < subscribers % n else 0)
-        if my_matches == 0 and not probe_only:
-            fail(f"--shard {shard}: no match falls to this shard with --matches {matches}", 2)
-    shape = LoadShape(
-        matches=my_matches,
-        speed=spd,
+    args = _LoadArgs(
+        specs=specs,
+        broker=broker,
+        tls=(ca_file, cert_file, key_file, tls_insecure),
+        spawn_mosquitto=spawn_mosquitto,
+        matches=matches,
+        subscribers=subscribers,
+        shared_group=shared_group,
+        speed=speed,
         rate=rate,
-        ramp_s=ramp,
-        duration_s=duration,
+        ramp=ramp,
+        duration=duration,
         qos=qos,
         payload_size=payload_size,
         states=states,
+        publishers=publishers,
+        max_inflight=max_inflight,
+        overrun_ms=overrun_ms,
+        drain_idle=drain_idle,
+        client=client,
+        root=root,
+        verify_state=verify_state,
+        expect_consumer=tuple(expect_consumer or ()),
+        verify_timeout=verify_timeout,
+        workers=workers,
+        probe_workers=probe_workers,
+        probe_only=probe_only,
+        shard=shard,
+        start_at=start_at,
+        start_on_go=start_on_go,
+        tag=tag,
+        progress=progress,
+        keep=keep,
+        chaos=chaos,
+        seed=seed,
+        chaos_log=chaos_log,
+        truth=truth,
+        protocol=protocol,
+    )
+    plan = _plan(args)
+    result = _run_load(args, plan)
+    _output(result, report, csv_path, chart, checks)
+    if result.get("interrupted"):
+        raise CommandExit(130)
+
+
+@dataclass(frozen=True)
+class _LoadArgs:
+    """The options of one ``matchcast load`` as given (its outputs aside), built once."""
+
+    specs: list[str] | None
+    broker: str | None
+    tls: tuple[Path | None, Path | None, Path | None, bool]
+    spawn_mosquitto: bool
+    matches: int
+    subscribers: int
+    shared_group: str | None
+    speed: str
+    rate: float | None
+    ramp: float
+    duration: float | None
+    qos: int
+    payload_size: int
+    states: bool
+    publishers: int
+    max_inflight: int
+    overrun_ms: float
+    drain_idle: float
+    client: ClientKind
+    root: str
+    verify_state: bool
+    expect_consumer: tuple[str, ...]
+    verify_timeout: float
+    workers: int
+    probe_workers: int
+    probe_only: bool
+    shard: str | None
+    start_at: float | None
+    start_on_go: bool
+    tag: str | None
+    progress: bool
+    keep: bool
+    chaos: str | None
+    seed: int
+    chaos_log: Path | None
+    truth: Path | None
+    protocol: str
+
+    @property
+    def in_workers(self) -> bool:
+        """Whether this process runs worker processes (``--workers``, ``--probe-workers``)."""
+        return self.workers > 1 or self.probe_workers > 0
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the options of a load run mean for this process, checked: its share of the
+    matches and probes (a shard's, or all), and the run's LoadOptions and report parameters."""
+
+    topics: Topics
+    protocol: str
+    chaos: ChaosSpec | None
+    shard: tuple[int, int] | None
+    tag: str
+    templates: list[Any]
+    options: Any  # matchcast.load.LoadOptions, imported when a run starts
+    parameters: dict[str, Any]
+
+
+def _plan(a: _LoadArgs) -> _Plan:
+    """Check the options (a bad one ends the command, exit 2) and work out this process's run."""
+    from matchcast.load import LoadOptions, LoadShape, MatchTemplate  # noqa: PLC0415
+
+    topics, spd, chaos_spec = (
+        parse_topics(a.root),
+        parse_speed(a.speed),
+        _chaos_options(a.chaos, a.chaos_log, a.truth, a.in_workers),
+    )
+    checked_protocol = parse_protocol(a.protocol)
+    if a.shared_group is not None and (
+        not a.shared_group or any(c in a.shared_group for c in "/+#")
+    ):
+        fail(f"--shared-group {a.shared_group!r} must be a name without / + #", 2)
+    the_shard = _parse_shard(a.shard) if a.shard else None
+    if the_shard is not None and (a.workers > 1 or a.probe_workers):
+        fail("--workers/--probe-workers and --shard do not mix: they run the shards themselves", 2)
+    sources = [m for spec in (a.specs or [None]) for m in load_matches(spec)]  # type: ignore[list-item]
+    run_tag = a.tag or uuid.uuid4().hex[:4]
+    my_matches, my_subscribers = _share(a, the_shard)
+    shape = LoadShape(
+        matches=my_matches,
+        speed=spd,
+        rate=a.rate,
+        ramp_s=a.ramp,
+        duration_s=a.duration,
+        qos=a.qos,
+        payload_size=a.payload_size,
+        states=a.states,
         tag=run_tag,
-        total_matches=matches,
+        total_matches=a.matches,
     )
     options = LoadOptions(
         shape=shape,
         topics=topics,
         subscribers=my_subscribers,
-        shared_group=shared_group,
-        publishers=0 if probe_only else publishers,
-        max_inflight=max_inflight,
-        overrun_ms=overrun_ms,
-        drain_idle_s=drain_idle,
-        verify_state=verify_state,
-        verify_timeout_s=verify_timeout,
-        expect_consumers=tuple(expect_consumer or ()),
+        shared_group=a.shared_group,
+        publishers=0 if a.probe_only else a.publishers,
+        max_inflight=a.max_inflight,
+        overrun_ms=a.overrun_ms,
+        drain_idle_s=a.drain_idle,
+        verify_state=a.verify_state,
+        verify_timeout_s=a.verify_timeout,
+        expect_consumers=a.expect_consumer,
         shard=the_shard,
-        start_at=start_at,
-        start_gate=_ready_then_wait_for_go if start_on_go else None,
+        start_at=a.start_at,
+        start_gate=_ready_then_wait_for_go if a.start_on_go else None,
         chaos=chaos_spec,
-        seed=seed,
+        seed=a.seed,
     )
     parameters = {
         "matches": my_matches,
-        "total_matches": matches,
+        "total_matches": a.matches,
         "sources": [m.match_id for m in sources],
         "subscribers": my_subscribers,
-        "shared_group": shared_group,
-        "speed": speed,
-        "rate": rate,
-        "ramp_s": ramp,
-        "duration_s": duration,
-        "qos": qos,
-        "payload_size": payload_size,
-        "states": states,
-        "publishers": publishers,
-        "max_inflight": max_inflight,
-        "overrun_ms": overrun_ms,
-        "client": client.value,
+        "shared_group": a.shared_group,
+        "speed": a.speed,
+        "rate": a.rate,
+        "ramp_s": a.ramp,
+        "duration_s": a.duration,
+        "qos": a.qos,
+        "payload_size": a.payload_size,
+        "states": a.states,
+        "publishers": a.publishers,
+        "max_inflight": a.max_inflight,
+        "overrun_ms": a.overrun_ms,
+        "client": a.client.value,
         "root": topics.root,
         "tag": run_tag,
-        "shard": shard,
-        "start_at": start_at,
-        "workers": workers,
+        "shard": a.shard,
+        "start_at": a.start_at,
+        "workers": a.workers,
         "chaos": str(chaos_spec) if chaos_spec is not None else None,
-        "seed": seed if chaos_spec is not None else None,
+        "seed": a.seed if chaos_spec is not None else None,
         "argv": redact_argv(sys.argv[1:]),
     }
+    return _Plan(
+        topics=topics,
+        protocol=checked_protocol,
+        chaos=chaos_spec,
+        shard=the_shard,
+        tag=run_tag,
+        templates=[MatchTemplate.build(m) for m in sources],
+        options=options,
+        parameters=parameters,
+    )
+
+
+def _share(a: _LoadArgs, shard: tuple[int, int] | None) -> tuple[int, int]:
+    """The matches and probe subscribers of this process: all, or shard i of n's slice."""
+    if a.probe_only and shard is None:
+        fail("--probe-only goes with --shard i/n (--probe-workers sets both)", 2)
+    if shard is None:
+        return a.matches, a.subscribers
+    i, n = shard
+    my_matches = 0 if a.probe_only else len(range(i, a.matches, n))
+    if my_matches == 0 and not a.probe_only:
+        fail(f"--shard {a.shard}: no match falls to this shard with --matches {a.matches}", 2)
+    return my_matches, a.subscribers // n + (1 if i < a.subscribers % n else 0)
+
+
+def _run_load(a: _LoadArgs, plan: _Plan) -> dict[str, Any]:
+    """Run the load here or in worker processes, against the brokers given or a mosquitto of
+    its own; the report, this run's retained topics cleared unless kept."""
+    from rich.console import Console  # noqa: PLC0415
+
+    from matchcast.load import LoadRun  # noqa: PLC0415
+
     console = Console(stderr=True)
-    with _spawned(spawn_mosquitto) as spawned_url:
+    with _spawned(a.spawn_mosquitto) as spawned_url:
         # Shards start their round-robin on different nodes, so one publisher each spreads.
-        nodes = _nodes(
-            spawned_url or broker,
-            (ca_file, cert_file, key_file, tls_insecure),
-            offset=the_shard[0] if the_shard else 0,
-        )
-        parameters.update(broker=nodes.listed, protocol=checked_protocol)
-        if workers > 1 or probe_workers > 0:
-            child = [
-                *(specs or []),
-                # The password goes to the workers in their environment, never in arguments
-                # (ps shows those): the list is written without it.
-                *("--broker", nodes.listed, "--matches", str(matches)),
-                *("--protocol", checked_protocol),
-                *("--speed", speed, "--ramp", str(ramp)),
-                *("--qos", str(qos), "--payload-size", str(payload_size)),
-                "--states" if states else "--no-states",
-                *("--publishers", str(publishers), "--max-inflight", str(max_inflight)),
-                *("--overrun-ms", str(overrun_ms), "--drain-idle", str(drain_idle)),
-                *("--client", client.value, "--root", topics.root, "--tag", run_tag),
-                *("--verify-timeout", str(verify_timeout), "--no-progress", "--keep"),
-                *(("--rate", str(rate)) if rate is not None else ()),
-                *(("--duration", str(duration)) if duration is not None else ()),
-                *(("--shared-group", shared_group) if shared_group else ()),
-                *(("--verify-state",) if verify_state else ()),
-                *(a for c in expect_consumer or () for a in ("--expect-consumer", c)),
-                *(("--chaos", str(chaos_spec), "--seed", str(seed)) if chaos_spec else ()),
-            ]
-            # Every worker must be connected and subscribed before any sends: each says so,
-            # and all are told to go at once (a fixed start time was missed under load).
-            child += ["--start-on-go", *(("--start-at", repr(start_at)) if start_at else ())]
+        nodes = _nodes(spawned_url or a.broker, a.tls, offset=plan.shard[0] if plan.shard else 0)
+        plan.parameters.update(broker=nodes.listed, protocol=plan.protocol)
+        if a.in_workers:
             result = _run_workers(
-                _shards(workers, probe_workers, subscribers), child, console, nodes.urls[0].password
+                _shards(a.workers, a.probe_workers, a.subscribers),
+                _worker_args(a, plan, nodes.listed),
+                console,
+                nodes.urls[0].password,
             )
-            result["parameters"].update(workers=workers, probe_workers=probe_workers)
+            result["parameters"].update(workers=a.workers, probe_workers=a.probe_workers)
         else:
-            run = LoadRun(options, templates, make_factory(client, nodes, checked_protocol))
-            result = _run_here(run, parameters, console, progress, streams=the_shard is not None)
-            _write_ground_truth(run, chaos_spec, seed, chaos_log, truth)
+            factory = make_factory(a.client, nodes, plan.protocol)
+            run = LoadRun(plan.options, plan.templates, factory)
+            result = _run_here(
+                run, plan.parameters, console, a.progress, streams=plan.shard is not None
+            )
+            _write_ground_truth(run, plan.chaos, a.seed, a.chaos_log, a.truth)
             result["nodes"] = nodes.figures()
         # A spawned broker goes with its states; shards and workers: the one that merges.
         _clear_own(
-            nodes.urls, topics, run_tag, console, keep=keep or bool(spawned_url or the_shard)
+            nodes.urls,
+            plan.topics,
+            plan.tag,
+            console,
+            keep=a.keep or bool(spawned_url or plan.shard),
         )
-    _output(result, report, csv_path, chart, checks)
-    if result.get("interrupted"):
-        raise CommandExit(130)
+    return result
+
+
+def _worker_args(a: _LoadArgs, plan: _Plan, brokers: str) -> list[str]:
+    """The arguments every worker process shares (each adds its shard's own)."""
+    child = [
+        *(a.specs or []),
+        # The password goes to the workers in their environment, never in arguments
+        # (ps shows those): the list is written without it.
+        *("--broker", brokers, "--matches", str(a.matches)),
+        *("--protocol", plan.protocol),
+        *("--speed", a.speed, "--ramp", str(a.ramp)),
+        *("--qos", str(a.qos), "--payload-size", str(a.payload_size)),
+        "--states" if a.states else "--no-states",
+        *("--publishers", str(a.publishers), "--max-inflight", str(a.max_inflight)),
+        *("--overrun-ms", str(a.overrun_ms), "--drain-idle", str(a.drain_idle)),
+        *("--client", a.client.value, "--root", plan.topics.root, "--tag", plan.tag),
+        *("--verify-timeout", str(a.verify_timeout), "--no-progress", "--keep"),
+        *(("--rate", str(a.rate)) if a.rate is not None else ()),
+        *(("--duration", str(a.duration)) if a.duration is not None else ()),
+        *(("--shared-group", a.shared_group) if a.shared_group else ()),
+        *(("--verify-state",) if a.verify_state else ()),
+        *(x for c in a.expect_consumer for x in ("--expect-consumer", c)),
+        *(("--chaos", str(plan.chaos), "--seed", str(a.seed)) if plan.chaos else ()),
+    ]
+    # Every worker must be connected and subscribed before any sends: each says so,
+    # and all are told to go at once (a fixed start time was missed under load).
+    return [*child, "--start-on-go", *(("--start-at", repr(a.start_at)) if a.start_at else ())]
 
 
 def _clear_own(url: Any, topics: Any, tag: str, console: Any, *, keep: bool) -> None:
