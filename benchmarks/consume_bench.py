@@ -49,8 +49,8 @@ from rich.table import Table
 
 from events import Topics
 from matchcast.logs import configure_logging
-from matchcast.mqtt import BrokerURL
 from matchcast.testing import Mosquitto, mosquitto_binary
+from matchcast.transport.connection import BrokerURL
 
 console = Console(width=max(Console().width, 120))
 MATCH = "bench-match"

@@ -49,13 +49,13 @@ from rich.table import Table
 
 from consumers import Runner, Subscriber
 from events import BaseEvent, MatchState, Topics
-from matchcast.cmd_load import make_factory
-from matchcast.fastmqtt import FastClient
+from matchcast.cli.load import make_factory
 from matchcast.load import LoadOptions, LoadRun, LoadShape, MatchTemplate, build_report
 from matchcast.logs import configure_logging
-from matchcast.mqtt import BrokerURL
-from matchcast.options import ClientKind
 from matchcast.testing import Mosquitto, mosquitto_binary
+from matchcast.transport.clients import ClientKind
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.fastmqtt import FastClient
 from simulator import resolve_matches
 
 console = Console(width=max(Console().width, 130))

@@ -31,8 +31,9 @@ from rich.table import Table
 
 from events import Topics, encode_event, encode_state, replay_state
 from matchcast.logs import configure_logging
-from matchcast.mqtt import BrokerURL, MqttClient
 from matchcast.testbroker import Mosquitto, mosquitto_binary
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import Match, Replayer, ReplayOptions, expand, resolve_matches
 
 console = Console()

@@ -30,10 +30,10 @@ import uuid
 
 from events import Topics
 from matchcast.app import run_replay
-from matchcast.broker import free_port
 from matchcast.logs import configure_logging
-from matchcast.mqtt import BrokerURL
 from matchcast.testing import Mosquitto, mosquitto_binary, wait_port
+from matchcast.transport.broker import free_port
+from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
 
 SEMI = resolve_matches("semifinal")[0]

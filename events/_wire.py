@@ -1,7 +1,7 @@
 """What a message is and what publishing one takes, without any MQTT client.
 
 ``simulator`` and ``consumers`` talk to these protocols; the one module that imports the MQTT
-client (``matchcast.mqtt``) implements them, and tests use in-memory fakes.
+client (``matchcast.transport.mqtt``) implements them, and tests use in-memory fakes.
 """
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ class BatchSource(Protocol):
     """A source that can hand messages over in batches, one call per read from the socket.
 
     A consumer that takes them this way skips a queue and a task switch per message, about
-    a tenth of what a lean consumer spends (``matchcast.fastmqtt.FastClient`` implements it;
-    the consumer runner and the load probes use it where they can).
+    a tenth of what a lean consumer spends (``matchcast.transport.fastmqtt.FastClient``
+    implements it; the consumer runner and the load probes use it where they can).
     """
 
     def set_batch_handler(self, handler: Callable[[list[Message]], None] | None) -> None:

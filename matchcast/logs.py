@@ -2,6 +2,8 @@
 
 Console rendering on a terminal, JSON lines otherwise. Event names are stable
 ``noun.past_verb`` strings (``replay.started``, ``sequence.gap_detected``); values go in keys.
+The standard library's records (aiohttp, asyncio, paho, amqtt) are rendered by the same
+processors, so one stream has one format: with ``--log-format json`` every line is JSON.
 """
 
 from __future__ import annotations
@@ -42,39 +44,58 @@ def configure_logging(
         if fmt == "console"
         else structlog.processors.JSONRenderer(ensure_ascii=False)
     )
-    processors: list[structlog.typing.Processor] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-        # Tracebacks become text here, so that the redaction below sees them too.
+    # Tracebacks become text here, so that the redaction below sees them too.
+    tracebacks: structlog.typing.Processor = (
         structlog.processors.dict_tracebacks
         if fmt == "json"
-        else structlog.processors.format_exc_info,
-        # No secret in any log line (matchcast.redact), and wire text shows its control
-        # characters escaped instead of driving the terminal (consumers printable).
-        redact.redact_event,
-        _printable_values,
-        renderer,
-    ]
+        else structlog.processors.format_exc_info
+    )
+    # No secret in any log line (matchcast.redact), and wire text shows its control characters
+    # escaped instead of driving the terminal (consumers printable).
+    last: list[structlog.typing.Processor] = [tracebacks, redact.redact_event, _printable_values]
     structlog.configure(
-        processors=processors,
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            *last,
+            renderer,
+        ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(stream),
         cache_logger_on_first_use=False,
     )
-    # Third-party libraries log through the standard library; keep them quiet unless debugging.
-    logging.basicConfig(
-        level=max(level, logging.WARNING),
-        stream=stream,
-        format="%(name)s %(levelname)s %(message)s",
+    # Third-party libraries (aiohttp, asyncio, paho, amqtt) log through the standard library:
+    # their records go through the same processors and renderer, so in JSON mode every line on
+    # the stream is a JSON object (with the library's ``logger`` name), and in console mode they
+    # look like ours. Kept quiet unless debugging.
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[
+            structlog.stdlib.add_log_level,
+            structlog.stdlib.add_logger_name,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+        ],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *last, renderer],
     )
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, redact.RedactFilter) for f in handler.filters):
-            handler.addFilter(redact.RedactFilter())
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _LibraryHandler)]:
+        root.removeHandler(old)
+    handler = _LibraryHandler(stream)
+    handler.setFormatter(formatter)
+    root.addHandler(handler)
+    root.setLevel(max(level, logging.WARNING))
+    for h in root.handlers:
+        if not any(isinstance(f, redact.RedactFilter) for f in h.filters):
+            h.addFilter(redact.RedactFilter())
     for noisy in ("amqtt", "transitions", "asyncio"):
         logging.getLogger(noisy).setLevel(
             logging.CRITICAL if level > logging.DEBUG else logging.DEBUG
         )
+
+
+class _LibraryHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The root handler :func:`configure_logging` installs (and replaces when called again,
+    so the stream and format of the last call hold)."""
 
 
 def _printable_values(

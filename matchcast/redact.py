@@ -2,8 +2,8 @@
 
 A broker password reaches matchcast in a URL (``mqtt://user:pass@host``), in
 ``$MATCHCAST_PASSWORD``, or in an argument (``--password X``). Wherever it is read
-(:func:`matchcast.mqtt.broker_url_from`) it is :func:`remember`-ed; everything matchcast
-writes for people or files passes through here on the way out:
+(:func:`matchcast.transport.connection.broker_url_from`) it is :func:`remember`-ed; everything
+matchcast writes for people or files passes through here on the way out:
 
 - log lines: :func:`redact_event` is a structlog processor (``matchcast.logs``) and
   :class:`RedactFilter` guards the standard library's loggers (aiomqtt, paho, aiohttp);

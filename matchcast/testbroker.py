@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from matchcast.broker import free_port
+from matchcast.transport.broker import free_port
 
 __all__ = ["REQUIRE_ENV", "FaultProxy", "Mosquitto", "mosquitto_binary", "wait_port"]
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import structlog
 from typer.testing import CliRunner
 
-from matchcast.cli import _Exit, app
+from matchcast.cli import app
+from matchcast.cli.common import CommandExit
 
 _QUIETED = ("amqtt", "transitions", "asyncio")
 
@@ -39,7 +40,7 @@ def run_cli(*args: str, input: str | None = None) -> CliResult:  # noqa: A002 - 
         for name, old in levels.items():
             logging.getLogger(name).setLevel(old)
     code = result.exit_code
-    if isinstance(result.exception, _Exit):
+    if isinstance(result.exception, CommandExit):
         code = result.exception.code
     elif result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception

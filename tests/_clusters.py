@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from matchcast.mqtt import BrokerURL
 from matchcast.testbroker import free_port, wait_port
+from matchcast.transport.connection import BrokerURL
 
 __all__ = [
     "NATS_SERVER",

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from matchcast.broker import free_port
 from matchcast.testbroker import wait_port
+from matchcast.transport.broker import free_port
 
 __all__ = ["NATS_SERVER", "RABBITMQ_SERVER", "nats_node", "rabbitmq_node"]
 

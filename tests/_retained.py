@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from events import MatchState, Topics, decode_state
-from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 
 
 async def retained_state(url: BrokerURL, topics: Topics, match_id: str) -> MatchState:

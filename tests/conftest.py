@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from events import Topics
-from matchcast.broker import embedded_broker
 from matchcast.logs import configure_logging
-from matchcast.mqtt import BrokerURL
 from matchcast.testbroker import REQUIRE_ENV, Mosquitto, mosquitto_binary
+from matchcast.transport.broker import embedded_broker
+from matchcast.transport.connection import BrokerURL
 
 configure_logging("console", "DEBUG")  # capture_logs() needs every level to get through
 

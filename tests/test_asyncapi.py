@@ -17,7 +17,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-import matchcast.app
+import matchcast.app.replay
 from consumers import DeadLetter
 from events import (
     CONTENT_TYPE,
@@ -29,13 +29,13 @@ from events import (
     decode_reply,
     decode_state,
 )
-from matchcast.asyncapi import MQTT_BINDING_VERSION, asyncapi_document, dump
-from matchcast.channels import CHANNELS, ChannelSpec
 from matchcast.cli import app
-from matchcast.mqtt import BrokerURL, WillSpec
-from matchcast.status import ReplayerStatus
-from matchcast.wire_docs import ASYNCAPI_PATH, REGENERATE
-from matchcast.wire_examples import EVENT_TYPES
+from matchcast.contract.asyncapi import MQTT_BINDING_VERSION, asyncapi_document, dump
+from matchcast.contract.channels import CHANNELS, ChannelSpec
+from matchcast.contract.status import ReplayerStatus
+from matchcast.contract.wire_docs import ASYNCAPI_PATH, REGENERATE
+from matchcast.contract.wire_examples import EVENT_TYPES
+from matchcast.transport.connection import BrokerURL, WillSpec
 from simulator import ReplayOptions, resolve_matches
 
 REPO = Path(__file__).resolve().parents[1]
@@ -303,7 +303,7 @@ async def test_bindings_are_what_the_replayer_does(
 ) -> None:
     """QoS, retain, expiry, user properties and the last will match a real replay's publishes."""
     _FakeClient.made = []
-    monkeypatch.setattr(matchcast.app, "MqttClient", _FakeClient)
+    monkeypatch.setattr(matchcast.app.replay, "MqttClient", _FakeClient)
     topics = Topics("mc-asyncapi")
     match = resolve_matches(None)[0]
     await matchcast.app.run_replay(

@@ -14,8 +14,8 @@ from structlog.testing import capture_logs
 from consumers import Runner, Scoreboard
 from events import MAX_PAYLOAD_BYTES, Topics, encode_event
 from matchcast.app import run_replay, run_watch
-from matchcast.mqtt import BrokerURL
 from matchcast.testing import match_events
+from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
 
 SEMI = resolve_matches("semifinal")[0]

@@ -20,9 +20,9 @@ from consumers import Runner, Scoreboard, Subscriber
 from consumers.terminal import TerminalView
 from events import BaseEvent, MatchClock, MatchState, Topics
 from matchcast.app import run_replay, run_watch
-from matchcast.chaos import read_truth, write_chaos_log, write_truth
-from matchcast.mqtt import BrokerURL
+from matchcast.cli.chaos import read_truth, write_chaos_log, write_truth
 from matchcast.testbroker import FaultProxy, Mosquitto
+from matchcast.transport.connection import BrokerURL
 from matchcast.web._bridge import bridge
 from matchcast.web._hub import Hub
 from simulator import ChaosSpec, ReplayOptions, ReplayReport, resolve_matches

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from matchcast.broker import free_port
 from matchcast.testbroker import Mosquitto
+from matchcast.transport.broker import free_port
 
 
 def matchcast(

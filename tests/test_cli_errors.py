@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from matchcast.broker import free_port
 from matchcast.testbroker import Mosquitto
+from matchcast.transport.broker import free_port
 
 pytestmark = pytest.mark.slow
 

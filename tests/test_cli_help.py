@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from matchcast.cli import EXAMPLES, EXIT_CODES, command
+from matchcast.cli.host import EXAMPLES, EXIT_CODES, command
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ import pytest
 from consumers import Runner, Subscriber
 from events import MatchState, Topics, decode_event, decode_state
 from matchcast.app import run_replay, run_watch
-from matchcast.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, ReplayReport, expand, resolve_matches
 from tests._clusters import (
     NATS_SERVER,

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from matchcast.broker import free_port
 from matchcast.testing import wait_port
+from matchcast.transport.broker import free_port
 from tests._sse import get, open_stream
 from tests.test_cli import _one_clear_line, matchcast
 

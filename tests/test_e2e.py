@@ -14,7 +14,8 @@ import pytest
 from consumers import Runner, Scoreboard
 from events import Event, MatchClock, MatchState, Topics, decode_event, decode_state
 from matchcast.app import run_replay, run_watch
-from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import ReplayOptions, expand, resolve_matches
 
 SEMI = resolve_matches("semifinal")[0]

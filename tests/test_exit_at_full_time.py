@@ -8,7 +8,7 @@ import asyncio
 from consumers import Runner, Subscriber
 from events import MatchState, Topics
 from matchcast.app import run_replay, run_watch
-from matchcast.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
 
 SEMI = resolve_matches(None)[0]

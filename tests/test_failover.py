@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from matchcast.failover import Attempts, parse_brokers
-from matchcast.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL, parse_brokers
+from matchcast.transport.failover import Attempts
 
 
 def test_a_single_url_is_a_list_of_one() -> None:

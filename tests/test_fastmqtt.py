@@ -10,8 +10,9 @@ import pytest
 from structlog.testing import capture_logs
 
 from events import BrokerError, Message, MessageProps, Topics
-from matchcast.fastmqtt import FastClient
-from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.fastmqtt import FastClient
+from matchcast.transport.mqtt import MqttClient
 
 pytestmark = pytest.mark.mosquitto
 
@@ -84,7 +85,7 @@ async def test_a_shared_group_splits_the_messages(mosquitto_url: BrokerURL, topi
 
 
 async def test_an_unreachable_broker_is_a_broker_error() -> None:
-    from matchcast.broker import free_port
+    from matchcast.transport.broker import free_port
 
     with pytest.raises(BrokerError, match="cannot connect"):
         async with FastClient(BrokerURL("127.0.0.1", free_port()), connect_timeout=2):
@@ -125,8 +126,8 @@ async def test_a_process_that_publishes_and_exits_loses_nothing_at_qos0(
     n = 20_000
     script = (
         "import asyncio\n"
-        "from matchcast.fastmqtt import FastClient\n"
-        "from matchcast.mqtt import BrokerURL\n"
+        "from matchcast.transport.fastmqtt import FastClient\n"
+        "from matchcast.transport.mqtt import BrokerURL\n"
         "async def main():\n"
         f"    async with FastClient(BrokerURL.parse({str(mosquitto_url)!r})) as pub:\n"
         f"        for i in range({n}):\n"

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from events import Message, Topics
-from matchcast.fastmqtt import FastClient
-from matchcast.mqtt import BrokerURL, WillSpec
+from matchcast.transport.connection import BrokerURL, WillSpec
+from matchcast.transport.fastmqtt import FastClient
 from tests._engines import NATS_SERVER, RABBITMQ_SERVER, nats_node, rabbitmq_node
 
 pytestmark = pytest.mark.slow

@@ -19,11 +19,11 @@ from events import (
     Reconnectable,
     Topics,
 )
-from matchcast import fastmqtt, mqtt311
-from matchcast.broker import free_port
-from matchcast.fastmqtt import FastClient
-from matchcast.mqtt import BrokerURL, WillSpec
 from matchcast.testbroker import FaultProxy, Mosquitto, mosquitto_binary
+from matchcast.transport import fastmqtt, mqtt311
+from matchcast.transport.broker import free_port
+from matchcast.transport.connection import BrokerURL, WillSpec
+from matchcast.transport.fastmqtt import FastClient
 
 pytestmark = pytest.mark.mosquitto
 

@@ -11,8 +11,8 @@ from paho.mqtt.properties import Properties
 
 from events import BrokerError, Event, MatchClock, Topics, decode_event, decode_state
 from matchcast.app import mqtt_client, run_replay
-from matchcast.mqtt import BrokerURL
 from matchcast.testbroker import FaultProxy, Mosquitto, mosquitto_binary
+from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, expand, resolve_matches
 
 SEMI = resolve_matches("semifinal")[0]

@@ -15,8 +15,8 @@ from consumers import Runner
 from consumers.terminal import TerminalView
 from events import Topics
 from matchcast.app import run_replay, run_watch
-from matchcast.mqtt import BrokerURL
 from matchcast.testbroker import Mosquitto
+from matchcast.transport.connection import BrokerURL
 from matchcast.web import Hub
 from matchcast.web._bridge import bridge
 from simulator import ReplayOptions, resolve_matches

@@ -11,7 +11,7 @@ import pytest
 
 from events import MatchFileError, MatchState, Period, Topics, minute_of_play, replay_state
 from matchcast.app import run_replay
-from matchcast.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 from simulator import Match, ReplayOptions, expand, load_match
 from simulator.importers import ATTRIBUTION, import_statsbomb
 from tests._cli import run_cli

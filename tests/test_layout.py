@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import consumers
@@ -32,6 +34,30 @@ def test_only_matchcast_imports_the_mqtt_client() -> None:
         assert not {"aiomqtt", "paho"} & imported(package), package
 
 
+def test_each_mqtt_library_is_imported_by_one_transport_module() -> None:
+    """aiomqtt and paho by the aiomqtt client, mqtt5 by the fast one, amqtt by the embedded
+    broker: changing a library touches one module."""
+    owners = {
+        "aiomqtt": "matchcast/transport/mqtt.py",
+        "paho": "matchcast/transport/mqtt.py",
+        "mqtt5": "matchcast/transport/fastmqtt.py",
+        "amqtt": "matchcast/transport/broker.py",
+    }
+    for path in (ROOT / "matchcast").rglob("*.py"):
+        here = str(path.relative_to(ROOT))
+        for node in ast.walk(ast.parse(path.read_text(), here)):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
+            for name in names:
+                owner = owners.get(name.split(".")[0])
+                assert owner in (None, here), f"{here} imports {name}"
+
+
 def test_consumers_exports_a_sorted_public_api() -> None:
     # sorted as ruff's RUF022 sorts: CONSTANTS, then Classes, then functions
     def kind(name: str) -> tuple[int, str]:
@@ -57,3 +83,174 @@ def test_consumers_exports_a_sorted_public_api() -> None:
     } <= set(consumers.__all__)
     assert all(hasattr(consumers, name) for name in consumers.__all__)
     assert {"Recording", "load_recording", "resolve_sources"} <= set(simulator.__all__)
+
+
+# ---------------------------------------------------------------- the import graph
+
+PACKAGES = ("events", "simulator", "consumers", "matchcast")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import of a module, at any depth (a lazy import in a function counts: it runs
+    too), except those under ``if TYPE_CHECKING:``, which never run."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                yield from _imports(child)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield node
+        yield from _imports(node)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """``source`` imports ``target`` (a module of ours); ``names`` are the names it takes."""
+
+    source: str
+    target: str
+    names: tuple[str, ...]
+
+
+def _graph() -> tuple[set[str], list[Edge]]:
+    paths = [p for package in PACKAGES for p in (ROOT / package).rglob("*.py")]
+    modules = {_module_name(p) for p in paths}
+    edges = []
+    for path in paths:
+        source = _module_name(path)
+        package = source if path.name == "__init__.py" else source.rpartition(".")[0]
+        for node in _imports(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in modules:
+                        edges.append(Edge(source, alias.name, ()))
+                continue
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            if base.split(".")[0] not in PACKAGES:
+                continue
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                if sub in modules:  # ``from matchcast.cli import common``: the module
+                    edges.append(Edge(source, sub, ()))
+                else:
+                    edges.append(Edge(source, base, (alias.name,)))
+    return modules, edges
+
+
+def _ours(edges: list[Edge], source_prefix: str) -> set[str]:
+    """The modules of ours imported by the modules under ``source_prefix``."""
+    return {
+        e.target
+        for e in edges
+        if e.source == source_prefix or e.source.startswith(f"{source_prefix}.")
+    }
+
+
+def _under(modules: set[str], *prefixes: str) -> set[str]:
+    return {m for m in modules if any(m == p or m.startswith(f"{p}.") for p in prefixes)}
+
+
+def test_events_imports_nothing_of_ours() -> None:
+    _modules, edges = _graph()
+    assert _ours(edges, "events") <= _under(_ours(edges, "events"), "events")
+
+
+def test_consumers_and_simulator_import_only_events() -> None:
+    _modules, edges = _graph()
+    for package in ("consumers", "simulator"):
+        imported = _ours(edges, package)
+        assert imported <= _under(imported, "events", package), package
+
+
+def test_transport_knows_no_command_line_page_or_load_test() -> None:
+    """``matchcast.transport`` talks MQTT for everyone above it and imports none of them."""
+    _modules, edges = _graph()
+    imported = _ours(edges, "matchcast.transport")
+    assert imported <= _under(imported, "events", "matchcast.transport", "matchcast.redact")
+
+
+def test_the_contract_and_the_application_know_no_command_line() -> None:
+    _modules, edges = _graph()
+    for package in ("matchcast.contract", "matchcast.app", "matchcast.web", "matchcast.load"):
+        imported = _ours(edges, package)
+        assert not _under(imported, "matchcast.cli"), package
+    assert not _under(_ours(edges, "matchcast.contract"), "matchcast.app", "matchcast.web")
+
+
+def test_command_modules_never_take_one_another_s_private_names() -> None:
+    """The helpers the commands share are public in ``cli.common`` and ``cli.options``; a
+    private name stays in its module."""
+    _modules, edges = _graph()
+    private = [
+        e
+        for e in edges
+        if e.source.startswith("matchcast.cli")
+        and e.target.startswith("matchcast.cli")
+        and e.source != e.target
+        and (any(n.startswith("_") for n in e.names) or e.target == "matchcast.cli")
+        and not (e.source == "matchcast.cli" and e.target == "matchcast.cli.host")
+    ]
+    assert private == []
+
+
+def test_internal_modules_use_the_real_paths_not_the_documented_aliases() -> None:
+    """``matchcast.mqtt`` and ``matchcast.fastmqtt`` only re-export for users' code."""
+    _modules, edges = _graph()
+    aliases = {"matchcast.mqtt", "matchcast.fastmqtt"}
+    assert [e for e in edges if e.target in aliases] == []
+
+
+def test_no_module_of_ours_imports_itself_round_a_cycle() -> None:
+    modules, edges = _graph()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for e in edges:
+        if e.source != e.target:
+            graph[e.source].add(e.target)
+    cycles = []
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(modules):
+        if module not in state:
+            visit(module, [module])
+    assert cycles == []
+
+
+def test_documented_import_paths_still_work() -> None:
+    """The paths README.md and docs/ show (the code behind some has moved)."""
+    from matchcast.app import run_replay, run_watch
+    from matchcast.fastmqtt import FastClient
+    from matchcast.mqtt import BrokerURL, MqttClient, TLSOptions
+    from matchcast.testbroker import Mosquitto
+    from matchcast.testing import Harness
+    from matchcast.transport.fastmqtt import FastClient as Fast
+    from matchcast.transport.mqtt import MqttClient as Client
+
+    assert (MqttClient, FastClient) == (Client, Fast)
+    assert all(callable(x) for x in (run_replay, run_watch, BrokerURL, TLSOptions, Mosquitto))
+    assert Harness is not None

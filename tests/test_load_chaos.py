@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from events import Topics
-from matchcast.chaos import read_truth
 from matchcast.cli import app
+from matchcast.cli.chaos import read_truth
 from matchcast.load import (
     LoadOptions,
     LoadRun,
@@ -31,8 +31,9 @@ from matchcast.load import (
 from matchcast.load._chaos import build_copy_chaos
 from matchcast.load._report import READABLE_FORMATS, REPORT_FORMAT
 from matchcast.logs import configure_logging
-from matchcast.mqtt import BrokerURL, MqttClient
 from matchcast.testing import Mosquitto
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import ChaosSpec, resolve_matches
 from tests.test_load_e2e import Misbehaving
 

@@ -16,11 +16,11 @@ import pytest
 from rich.console import Console
 
 from events import Topics
-from matchcast.cmd_load import _failures
+from matchcast.app.retained import find_retained
+from matchcast.cli.load import _failures
 from matchcast.load import CheckError, evaluate_checks, parse_check, render_table
-from matchcast.mqtt import BrokerURL
-from matchcast.retained import find_retained
 from matchcast.testing import Mosquitto
+from matchcast.transport.connection import BrokerURL
 
 N = 106  # events of one semi-final
 
@@ -245,7 +245,8 @@ async def test_ctrl_c_with_workers_merges_what_each_measured(
     measured, and the merged report is written, marked interrupted."""
     import asyncio
 
-    from matchcast.mqtt import BrokerURL, MqttClient
+    from matchcast.transport.connection import BrokerURL
+    from matchcast.transport.mqtt import MqttClient
 
     out, root = tmp_path / "w.json", f"mct-w-{tmp_path.name}"
     args = ["--broker", mosquitto.url, "--workers", "2", "--matches", "2", "--speed", "60",

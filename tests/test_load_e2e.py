@@ -25,8 +25,9 @@ from matchcast.load import (
     parse_probe_fields,
 )
 from matchcast.logs import configure_logging
-from matchcast.mqtt import BrokerURL, MqttClient
 from matchcast.testing import Mosquitto
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import resolve_matches
 
 pytestmark = pytest.mark.mosquitto
@@ -227,8 +228,8 @@ async def test_a_dropped_probe_reconnects_and_the_gap_is_loss(
 async def test_qos2_through_either_client_loses_and_repeats_nothing(
     mosquitto_url: BrokerURL, topics: Topics, client: str
 ) -> None:
-    from matchcast.cmd_load import make_factory
-    from matchcast.options import ClientKind
+    from matchcast.cli.load import make_factory
+    from matchcast.transport.clients import ClientKind
 
     shape = LoadShape(matches=2, qos=2, payload_size=400)
     options = LoadOptions(shape=shape, topics=topics, subscribers=2, max_inflight=50)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from events import Topics
-from matchcast.cmd_load import _failures
+from matchcast.cli.load import _failures
 from matchcast.load import (
     REPORT_FORMAT,
     LoadOptions,
@@ -27,8 +27,9 @@ from matchcast.load import (
     render_table,
     write_chart,
 )
-from matchcast.mqtt import BrokerURL, MqttClient
 from matchcast.testing import Mosquitto
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import resolve_matches
 
 TEMPLATE = MatchTemplate.build(resolve_matches("semifinal")[0])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from matchcast.cmd_load import nothing_delivered
+from matchcast.cli.load import nothing_delivered
 from matchcast.testbroker import Mosquitto, mosquitto_binary
 
 

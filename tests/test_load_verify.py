@@ -16,7 +16,6 @@ from prometheus_client import generate_latest
 
 from consumers import Runner, Subscriber
 from events import BaseEvent, Event, Goal, MatchState, Topics
-from matchcast.broker import free_port
 from matchcast.load import (
     LoadOptions,
     LoadRun,
@@ -28,8 +27,10 @@ from matchcast.load import (
     run_consumer,
     verify_states,
 )
-from matchcast.mqtt import BrokerURL, MqttClient
 from matchcast.testing import Mosquitto
+from matchcast.transport.broker import free_port
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import resolve_matches
 
 TEMPLATE = MatchTemplate.build(resolve_matches("semifinal")[0])
@@ -176,8 +177,8 @@ async def test_a_shared_group_of_fast_consumers_takes_batches_and_receives_each_
     """Two runners on fast clients in one `$share` group: batches through SharedBatchSource,
     every event received by exactly one member. mosquitto spreads a match's events over the
     members, so each member's runner sees gaps in every match (what docs/load.md warns of)."""
-    from matchcast.fastmqtt import FastClient
     from matchcast.load import SharedSource
+    from matchcast.transport.fastmqtt import FastClient
 
     k = 3
     async with FastClient(mosquitto_url) as a, FastClient(mosquitto_url) as b:

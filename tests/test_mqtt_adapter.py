@@ -5,7 +5,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from events import MessageProps
-from matchcast.mqtt import BrokerURL, _properties
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import _properties
 
 
 @pytest.mark.parametrize(

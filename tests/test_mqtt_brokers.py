@@ -1,5 +1,5 @@
 """Several brokers and protocol negotiation in both MQTT clients (the failover tests run
-against each: :class:`matchcast.mqtt.MqttClient` and :class:`matchcast.fastmqtt.FastClient`).
+against each: :class:`matchcast.transport.mqtt.MqttClient` and :class:`matchcast.transport.fastmqtt.FastClient`).
 
 Real mosquitto processes of our own stand in for cluster nodes; a small proxy plays a broker
 that never answers an MQTT 5 CONNECT (RabbitMQ 3.10 does that).
@@ -15,12 +15,13 @@ import pytest
 from structlog.testing import capture_logs
 
 from events import BrokerError
-from matchcast import mqtt
 from matchcast.app import mqtt_client
-from matchcast.fastmqtt import FastClient
 from matchcast.load._nodes import NodeAssigner, merge_node_figures
-from matchcast.mqtt import BrokerURL, MqttClient, broker_url_from
 from matchcast.testbroker import Mosquitto, free_port, mosquitto_binary
+from matchcast.transport import mqtt
+from matchcast.transport.connection import BrokerURL, WillSpec, broker_url_from
+from matchcast.transport.fastmqtt import FastClient
+from matchcast.transport.mqtt import MqttClient
 
 pytestmark = pytest.mark.mosquitto
 
@@ -120,7 +121,7 @@ async def test_no_node_answering_names_each_node_and_its_reason(client_kind: str
 async def test_a_lost_node_fails_over_to_the_next_and_says_so(
     two_mosquittos: tuple[Mosquitto, Mosquitto], client_kind: str
 ) -> None:
-    """Both clients follow the one failover schedule (matchcast.failover) and log it alike."""
+    """Both clients follow the one failover schedule (matchcast.transport.failover) and log it alike."""
     a, b = two_mosquittos
     urls = [BrokerURL.parse(a.url), BrokerURL.parse(b.url)]
     reconnected: list[BrokerURL] = []
@@ -164,7 +165,7 @@ async def test_a_client_with_a_will_also_falls_back_on_an_unanswered_v5(
 ) -> None:
     url = BrokerURL("127.0.0.1", v311_only.port)
     mqtt._V5_SUPPORT.pop((url.host, url.port), None)
-    will = mqtt.WillSpec("mctest/will", b"offline")
+    will = WillSpec("mctest/will", b"offline")
     async with MqttClient(url, will=will, connack_timeout=0.5) as client:
         assert client.protocol_version == "3.1.1"
 

@@ -18,8 +18,8 @@ import pytest
 from consumers import Runner, Subscriber
 from events import Event, MatchState, Topics
 from matchcast.app import run_replay, run_watch
-from matchcast.mqtt import BrokerURL
 from matchcast.testbroker import Mosquitto, mosquitto_binary
+from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, expand, resolve_matches
 
 SEMI = resolve_matches("semifinal")[0]

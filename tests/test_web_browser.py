@@ -18,9 +18,9 @@ import pytest
 
 from events import Event, MatchState, Topics, apply
 from matchcast.app import run_replay
-from matchcast.broker import free_port
-from matchcast.mqtt import BrokerURL
 from matchcast.testing import wait_port
+from matchcast.transport.broker import free_port
+from matchcast.transport.connection import BrokerURL
 from matchcast.web import Hub, WebServer
 from simulator import ReplayOptions, expand, resolve_matches
 

@@ -10,7 +10,7 @@ import pytest
 from consumers import Runner
 from events import Event, MatchState, Topics, apply
 from matchcast.app import run_replay, run_watch
-from matchcast.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 from matchcast.web import Hub, WebServer, bridge
 from simulator import ReplayOptions, expand, resolve_matches
 from tests._sse import SSEClient, get, open_stream

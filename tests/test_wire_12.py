@@ -25,8 +25,8 @@ from events import (
     encode_event,
     encode_state,
 )
+from matchcast.contract.wire_schema import FIXTURE_DIR
 from matchcast.testing import Harness, match_events
-from matchcast.wire_schema import FIXTURE_DIR
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / FIXTURE_DIR / "1.2"

@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from events import decode_command, decode_event, decode_reply, decode_state
-from matchcast.channels import CHANNELS
-from matchcast.status import ReplayerStatus
-from matchcast.wire_docs import (
+from matchcast.contract.channels import CHANNELS
+from matchcast.contract.status import ReplayerStatus
+from matchcast.contract.wire_docs import (
     PAYLOAD_MARK,
     REGENERATE,
     WIRE_FORMAT_PATH,
     main,
     render_wire_format,
 )
-from matchcast.wire_examples import EVENT_TYPES
+from matchcast.contract.wire_examples import EVENT_TYPES
 
 REPO = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"^(?P<mark>[^\n]*)\n```json\n(?P<body>.*?)\n```$", re.MULTILINE | re.DOTALL)
@@ -64,5 +64,5 @@ def test_doc_names_every_topic(committed: str) -> None:
 
 
 def test_check_mode_finds_nothing_stale(capsys: pytest.CaptureFixture[str]) -> None:
-    """`python -m matchcast.wire_docs --check` agrees that the committed files are current."""
+    """`python -m matchcast.contract.wire_docs --check` agrees that the committed files are current."""
     assert main(["--check"]) == 0, capsys.readouterr().err

@@ -17,9 +17,9 @@ from events import (
     decode_event,
     decode_state,
 )
-from matchcast.wire_docs import REGENERATE
-from matchcast.wire_examples import EVENT_TYPES
-from matchcast.wire_schema import (
+from matchcast.contract.wire_docs import REGENERATE
+from matchcast.contract.wire_examples import EVENT_TYPES
+from matchcast.contract.wire_schema import (
     FIXTURE_DIR,
     SNAPSHOT_DIR,
     snapshot_path,

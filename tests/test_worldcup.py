@@ -12,7 +12,7 @@ import pytest
 
 from events import Message, MessageProps, Topics, replay_state
 from matchcast.app import run_replay
-from matchcast.mqtt import BrokerURL
+from matchcast.transport.connection import BrokerURL
 from simulator import (
     Match,
     Replayer,

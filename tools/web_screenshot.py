@@ -17,8 +17,8 @@ from playwright.async_api import async_playwright, expect
 
 from consumers import Runner
 from matchcast.app import run_replay, run_watch
-from matchcast.broker import embedded_broker
-from matchcast.mqtt import BrokerURL
+from matchcast.transport.broker import embedded_broker
+from matchcast.transport.connection import BrokerURL
 from matchcast.web import Hub, WebServer, bridge
 from simulator import ReplayOptions, resolve_matches
 

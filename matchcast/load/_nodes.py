@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from matchcast.mqtt import BrokerURL
+    from matchcast.transport.connection import BrokerURL
 
 __all__ = ["NodeAssigner", "merge_node_figures"]
 

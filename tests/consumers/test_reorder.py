@@ -355,7 +355,7 @@ async def test_an_unknown_type_that_fills_the_gap_releases_the_events_behind_it(
 def test_consume_sets_the_window_from_its_options(monkeypatch: pytest.MonkeyPatch) -> None:
     """``matchcast consume --reorder-window N --reorder-wait S`` reach the runner; without them
     the runner's defaults apply; a negative one is refused."""
-    from matchcast import cmd_consume  # after tests._cli's matchcast.cli: it registers it
+    import matchcast.cli.consume as cmd_consume
 
     made: list[Runner] = []
 
@@ -365,7 +365,7 @@ def test_consume_sets_the_window_from_its_options(monkeypatch: pytest.MonkeyPatc
             made.append(self)
 
     monkeypatch.setattr(cmd_consume, "Runner", Recorded)
-    monkeypatch.setattr(cmd_consume, "_run", lambda go: None)  # no broker: the runner is made
+    monkeypatch.setattr(cmd_consume, "run", lambda go: None)  # no broker: the runner is made
     assert (
         run_cli("consume", "scoreboard", "--reorder-window", "4", "--reorder-wait", "0.25").code
         == 0

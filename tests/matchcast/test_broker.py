@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from matchcast.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker, free_port
+from matchcast.transport.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker, free_port
 from tests._cli import run_cli
 
 pytestmark = pytest.mark.skipif(

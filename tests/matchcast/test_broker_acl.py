@@ -19,8 +19,9 @@ import structlog
 
 from events import BrokerError, Topics, decode_event
 from matchcast.app import run_replay
-from matchcast.mqtt import BrokerURL, MqttClient
 from matchcast.testbroker import Mosquitto, mosquitto_binary
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import ReplayOptions, resolve_matches
 from tests._cli import run_cli
 from tests._secure import PASSWORDS, compose_mosquitto

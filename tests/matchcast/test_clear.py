@@ -9,10 +9,11 @@ import pytest
 
 from events import Topics
 from matchcast.app import run_replay
-from matchcast.cli import live_matches
-from matchcast.mqtt import BrokerURL, MqttClient
-from matchcast.retained import RetainedTopic, find_retained
+from matchcast.app.retained import RetainedTopic, find_retained
+from matchcast.cli.common import live_matches
 from matchcast.testbroker import Mosquitto
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import ReplayOptions, resolve_matches
 from tests._cli import run_cli
 
@@ -100,7 +101,7 @@ def test_clear_asks_and_a_no_clears_nothing(
 ) -> None:
     url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
     _leave_retained(url, topics)
-    monkeypatch.setattr("matchcast.cmd_clear._interactive", lambda: True)
+    monkeypatch.setattr("matchcast.cli.clear._interactive", lambda: True)
     result = run_cli("clear", "--broker", mosquitto.url, "--root", root, input="n\n")
     assert result.code == 1
     assert "Clear 4 retained topic(s)" in result.stdout
@@ -156,7 +157,7 @@ def test_clear_on_a_broker_without_retained_wildcards_clears_what_the_statuses_n
         await run_replay([SEMI, OTHER], url, options, replayer_id="r-named")
 
     asyncio.run(replay())
-    monkeypatch.setattr("matchcast.retained.MqttClient", _NoRetainedOnWildcards)
+    monkeypatch.setattr("matchcast.app.retained.MqttClient", _NoRetainedOnWildcards)
     assert _found(url, topics) == []  # nothing can be named
     result = run_cli(
         "clear", "--broker", mosquitto.url, "--root", root, "--replayer", "r-named", "--yes"

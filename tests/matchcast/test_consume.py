@@ -32,8 +32,9 @@ from events import (
 )
 from matchcast.app import run_replay, run_watch
 from matchcast.cli import app
-from matchcast.mqtt import BrokerURL, MqttClient
 from matchcast.testing import match_events
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import ReplayOptions, load_recording, resolve_matches
 
 ROOT = Path(__file__).parent.parent.parent

@@ -2,7 +2,7 @@
 
 The replayer runs at speed 60 on a clock the test moves by hand, so every assertion is on the
 events' clocks and ``scheduled_at``, never on wall timing. Commands go the way
-``matchcast control`` sends them (:func:`matchcast.cmd_control.send_command`).
+``matchcast control`` sends them (:func:`matchcast.cli.control.send_command`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import pytest
 from consumers import Runner, Subscriber
 from events import Event, Goal, MatchState, Message, Topics, decode_event, decode_state
 from matchcast.app import run_replay, run_watch
-from matchcast.control import ControlError, find_replayers, send_command
-from matchcast.mqtt import BrokerURL, MqttClient
-from matchcast.status import ReplayerStatus
+from matchcast.app.control import ControlError, find_replayers, send_command
+from matchcast.contract.status import ReplayerStatus
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import Replayer, ReplayOptions, expand, resolve_matches, wall_offsets
 from tests._fakes import ManualClock
 

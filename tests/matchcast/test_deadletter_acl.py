@@ -15,8 +15,9 @@ from structlog.testing import capture_logs
 from consumers import Runner, Subscriber
 from events import PublishRefusedError, Topics
 from matchcast.app import run_watch
-from matchcast.mqtt import BrokerURL, MqttClient
 from matchcast.testbroker import Mosquitto, mosquitto_binary
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from tests._secure import PASSWORDS, compose_mosquitto
 
 pytestmark = pytest.mark.mosquitto

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from matchcast import mqtt311 as m
+from matchcast.transport import mqtt311 as m
 
 PACKETS: list[m.Packet] = [
     m.Connect("c1"),

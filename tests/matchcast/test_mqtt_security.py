@@ -10,8 +10,9 @@ import pytest
 import structlog
 
 from events import BrokerError
-from matchcast.broker import free_port
-from matchcast.mqtt import BrokerURL, MqttClient, TLSOptions, broker_url_from
+from matchcast.transport.broker import free_port
+from matchcast.transport.connection import BrokerURL, TLSOptions, broker_url_from
+from matchcast.transport.mqtt import MqttClient
 from tests._cli import run_cli
 
 SECRET = "pa55-Word-never-shown"

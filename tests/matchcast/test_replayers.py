@@ -12,9 +12,9 @@ import pytest
 
 from events import Topics
 from matchcast.app import run_replay
-from matchcast.mqtt import BrokerURL
-from matchcast.replayers import ReplayerBook, follow_replayers
-from matchcast.status import ReplayerStatus
+from matchcast.app.replayers import ReplayerBook, follow_replayers
+from matchcast.contract.status import ReplayerStatus
+from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
 
 SEMI = resolve_matches(None)[0]

@@ -11,8 +11,8 @@ import pytest
 
 from events import BrokerError
 from matchcast.app import mqtt_client
-from matchcast.mqtt import BrokerURL, TLSOptions
 from matchcast.testbroker import Mosquitto, mosquitto_binary
+from matchcast.transport.connection import BrokerURL, TLSOptions
 from tests._cli import run_cli
 from tests._secure import Certs, make_certs, tls_mosquitto
 

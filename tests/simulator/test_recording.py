@@ -160,7 +160,7 @@ async def test_the_matches_of_a_recording_keep_their_recorded_offsets(
 ) -> None:
     """Each match used to start at once from its own first event: 12 matches recorded 10 ms
     apart ran 330-420 ms early."""
-    from matchcast.cli import recorded_delays
+    from matchcast.cli.replay import recorded_delays
 
     later = dt.timedelta(seconds=30)
     other = [

@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from events import MessageProps, Topics, decode_event, decode_state
-from matchcast.mqtt import BrokerURL, MqttClient
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import Replayer, ReplayOptions, resolve_matches
 from tests._fakes import FakeClock, RecordingPublisher
 

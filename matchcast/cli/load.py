@@ -13,14 +13,15 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from events import BrokerError
-from matchcast.chaos import (
+from events import LOAD_ROOT, BrokerError, Topics
+from matchcast.cli.chaos import (
     ChaosLogOpt,
     ChaosOpt,
     SeedOpt,
@@ -29,56 +30,74 @@ from matchcast.chaos import (
     write_chaos_log,
     write_truth,
 )
-from matchcast.load._nodes import NodeAssigner
-from matchcast.mqtt import ENV_PASSWORD
-from matchcast.options import (
+from matchcast.cli.common import CommandExit, fail, setup_logs
+from matchcast.cli.common import run as run_command
+from matchcast.cli.options import (
     CaFileOpt,
     CertFileOpt,
-    ClientKind,
+    ConsumerClientOpt,
     KeyFileOpt,
+    LoadBrokerOpt,
+    LoadClientOpt,
+    LoadQosOpt,
     ProtocolOpt,
+    RootOpt,
+    ShortLogFmtOpt,
+    ShortVerboseOpt,
+    SubscriptionQosOpt,
     TlsInsecureOpt,
+    connection_options,
+    load_matches,
+    parse_protocol,
+    parse_speed,
+    parse_topics,
 )
+from matchcast.load._nodes import NodeAssigner
 from matchcast.redact import redact, redact_argv, redact_data, write_private
+from matchcast.transport.clients import ClientKind
+from matchcast.transport.connection import ENV_PASSWORD
 from simulator import ChaosSpec, ChaosSpecError
 
 #: What a worker started with ``--start-on-go`` prints once it is connected and subscribed.
 READY_LINE = "matchcast-load-ready"
 
-#: Unlike the other commands, a load test never falls back to the embedded broker.
-_BrokerOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--broker",
-        "-b",
-        help="mqtt://\\[user:pass@]host:port or mqtts://...; a comma-separated list spreads "
-        "the connections over the nodes round-robin. Default $MATCHCAST_BROKER.",
-        show_default=False,
-    ),
-]
+__all__ = ["make_factory", "nothing_delivered", "register"]
 
-__all__ = ["register"]
+
+# The outputs ``load`` and ``load merge`` both write; the help of each says what it holds.
+def _report_option(help_text: str) -> Any:
+    return typer.Option("--report", help=help_text)
+
+
+def _check_option(help_text: str) -> Any:
+    return typer.Option("--check", metavar="EXPR", help=help_text)
+
+
+_CsvOpt = Annotated[Path | None, typer.Option("--csv", help="Write the per-second series as CSV.")]
+_ChartOpt = Annotated[
+    Path | None, typer.Option("--chart", help="Draw throughput and latency into a PNG.")
+]
 
 
 def make_factory(kind: ClientKind, brokers: Any, protocol: str = "auto") -> Any:
     """A :data:`~matchcast.load.ClientFactory` for ``kind``, each connection to the next node
     of its role: ``brokers`` is a :class:`NodeAssigner` (which counts them), a list of broker
     URLs, or one."""
-    from matchcast.mqtt import BrokerURL  # noqa: PLC0415
+    from matchcast.transport.connection import BrokerURL  # noqa: PLC0415
 
     if isinstance(brokers, NodeAssigner):
         nodes = brokers
     else:
         nodes = NodeAssigner((brokers,) if isinstance(brokers, BrokerURL) else tuple(brokers))
     if kind is ClientKind.fast:
-        from matchcast.fastmqtt import FastClient  # noqa: PLC0415
+        from matchcast.transport.fastmqtt import FastClient  # noqa: PLC0415
 
         def fast(client_id: str, role: str) -> AbstractAsyncContextManager[Any]:
             # Its node first, then the others it fails over to.
             return FastClient(nodes.assign(role), client_id=client_id, protocol=protocol)  # type: ignore[arg-type]
 
         return fast
-    from matchcast.mqtt import MqttClient  # noqa: PLC0415
+    from matchcast.transport.mqtt import MqttClient  # noqa: PLC0415
 
     def slow(client_id: str, role: str) -> AbstractAsyncContextManager[Any]:
         url = nodes.assign(role)
@@ -128,7 +147,7 @@ def load(
             show_default=False,
         ),
     ] = None,
-    broker: _BrokerOpt = None,
+    broker: LoadBrokerOpt = None,
     ca_file: CaFileOpt = None,
     cert_file: CertFileOpt = None,
     key_file: KeyFileOpt = None,
@@ -160,7 +179,7 @@ def load(
         float | None,
         typer.Option("--duration", min=0.1, help="Send for this long, replacing finished matches."),
     ] = None,
-    qos: Annotated[int, typer.Option("--qos", min=0, max=2, help="QoS of every message.")] = 0,
+    qos: LoadQosOpt = 0,
     payload_size: Annotated[
         int, typer.Option("--payload-size", min=0, help="Pad events to this many bytes.")
     ] = 0,
@@ -179,20 +198,10 @@ def load(
     drain_idle: Annotated[
         float, typer.Option("--drain-idle", min=0, help="Stop waiting after this idle time.")
     ] = 2.0,
-    client: Annotated[
-        ClientKind,
-        typer.Option(
-            "--client",
-            help="fast (mqtt5 codec and our own 3.1.1; 7x aiomqtt here) or aiomqtt.",
-        ),
-    ] = ClientKind.fast,
-    root: Annotated[str, typer.Option("--root", help="Topic root.")] = "matchcast-load",
-    report: Annotated[
-        Path | None, typer.Option("--report", help="Write every figure to this JSON file.")
-    ] = None,
-    csv_path: Annotated[
-        Path | None, typer.Option("--csv", help="Write the per-second series as CSV.")
-    ] = None,
+    client: LoadClientOpt = ClientKind.fast,
+    root: RootOpt = LOAD_ROOT,
+    report: Annotated[Path | None, _report_option("Write every figure to this JSON file.")] = None,
+    csv_path: _CsvOpt = None,
     verify_state: Annotated[
         bool,
         typer.Option(
@@ -207,17 +216,13 @@ def load(
     verify_timeout: Annotated[
         float, typer.Option("--verify-timeout", min=0, help="Seconds to wait for the reports.")
     ] = 15.0,
-    chart: Annotated[
-        Path | None, typer.Option("--chart", help="Draw throughput and latency into a PNG.")
-    ] = None,
+    chart: _ChartOpt = None,
     check: Annotated[
         list[str] | None,
-        typer.Option(
-            "--check",
-            metavar="EXPR",
-            help="A threshold, e.g. 'p99 < 50ms' or 'lost == 0' (repeatable); one failed "
+        _check_option(
+            "A threshold, e.g. 'p99 < 50ms' or 'lost == 0' (repeatable); one failed "
             "check exits 3. Figures: p50 p90 p99 p99.9 max mean (ms), lost duplicates reordered "
-            "received publish_failures overruns, delivered_rate achieved_rate (events/s).",
+            "received publish_failures overruns, delivered_rate achieved_rate (events/s)."
         ),
     ] = None,
     workers: Annotated[
@@ -271,161 +276,293 @@ def load(
     chaos_log: ChaosLogOpt = None,
     truth: TruthOpt = None,
     protocol: ProtocolOpt = "auto",
-    log_format: Annotated[
-        str, typer.Option("--log-format", help="auto, console or json.")
-    ] = "auto",
-    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More logs.")] = 0,
+    log_format: ShortLogFmtOpt = "auto",
+    verbose: ShortVerboseOpt = 0,
 ) -> None:
     """Drive K concurrent matches onto a broker and measure what M subscribers receive.
 
     `matchcast load merge A.json B.json --report all.json` combines the reports of shards.
     """
-    from rich.console import Console  # noqa: PLC0415
-
-    from matchcast import cli  # noqa: PLC0415
-    from matchcast.load import (  # noqa: PLC0415
-        LoadOptions,
-        LoadRun,
-        LoadShape,
-        MatchTemplate,
-    )
-
-    cli._setup_logs(log_format, verbose, quiet_default=True)
+    setup_logs(log_format, verbose, quiet_default=True)
     checks = _checks(check)
     _chart_ready(chart)
     if specs and specs[0] == "merge":
         _merge([Path(f) for f in specs[1:]], report, csv_path, chart, checks)
         return
-    topics, spd, chaos_spec = (
-        cli._topics(root),
-        cli._speed(speed),
-        _chaos_options(chaos, chaos_log, truth, workers > 1 or probe_workers > 0),
-    )
-    checked_protocol = cli._protocol(protocol)
-    if shared_group is not None and (not shared_group or any(c in shared_group for c in "/+#")):
-        cli._fail(f"--shared-group {shared_group!r} must be a name without / + #", 2)
-    the_shard = _parse_shard(shard) if shard else None
-    if the_shard is not None and (workers > 1 or probe_workers):
-        cli._fail(
-            "--workers/--probe-workers and --shard do not mix: they run the shards themselves", 2
-        )
-    sources = [m for spec in (specs or [None]) for m in cli._matches(spec)]  # type: ignore[list-item]
-    templates = [MatchTemplate.build(m) for m in sources]
-    run_tag = tag or uuid.uuid4().hex[:4]
-    my_matches, my_subscribers = matches, subscribers
-    if probe_only and the_shard is None:
-        cli._fail("--probe-only goes with --shard i/n (--probe-workers sets both)", 2)
-    if the_shard is not None:
-        i, n = the_shard
-        my_matches = 0 if probe_only else len(range(i, matches, n))
-        my_subscribers = subscribers // n + (1 if i < subscribers % n else 0)
-        if my_matches == 0 and not probe_only:
-            cli._fail(f"--shard {shard}: no match falls to this shard with --matches {matches}", 2)
-    shape = LoadShape(
-        matches=my_matches,
-        speed=spd,
+    args = _LoadArgs(
+        specs=specs,
+        broker=broker,
+        tls=(ca_file, cert_file, key_file, tls_insecure),
+        spawn_mosquitto=spawn_mosquitto,
+        matches=matches,
+        subscribers=subscribers,
+        shared_group=shared_group,
+        speed=speed,
         rate=rate,
-        ramp_s=ramp,
-        duration_s=duration,
+        ramp=ramp,
+        duration=duration,
         qos=qos,
         payload_size=payload_size,
         states=states,
+        publishers=publishers,
+        max_inflight=max_inflight,
+        overrun_ms=overrun_ms,
+        drain_idle=drain_idle,
+        client=client,
+        root=root,
+        verify_state=verify_state,
+        expect_consumer=tuple(expect_consumer or ()),
+        verify_timeout=verify_timeout,
+        workers=workers,
+        probe_workers=probe_workers,
+        probe_only=probe_only,
+        shard=shard,
+        start_at=start_at,
+        start_on_go=start_on_go,
+        tag=tag,
+        progress=progress,
+        keep=keep,
+        chaos=chaos,
+        seed=seed,
+        chaos_log=chaos_log,
+        truth=truth,
+        protocol=protocol,
+    )
+    plan = _plan(args)
+    result = _run_load(args, plan)
+    _output(result, report, csv_path, chart, checks)
+    if result.get("interrupted"):
+        raise CommandExit(130)
+
+
+@dataclass(frozen=True)
+class _LoadArgs:
+    """The options of one ``matchcast load`` as given (its outputs aside), built once."""
+
+    specs: list[str] | None
+    broker: str | None
+    tls: tuple[Path | None, Path | None, Path | None, bool]
+    spawn_mosquitto: bool
+    matches: int
+    subscribers: int
+    shared_group: str | None
+    speed: str
+    rate: float | None
+    ramp: float
+    duration: float | None
+    qos: int
+    payload_size: int
+    states: bool
+    publishers: int
+    max_inflight: int
+    overrun_ms: float
+    drain_idle: float
+    client: ClientKind
+    root: str
+    verify_state: bool
+    expect_consumer: tuple[str, ...]
+    verify_timeout: float
+    workers: int
+    probe_workers: int
+    probe_only: bool
+    shard: str | None
+    start_at: float | None
+    start_on_go: bool
+    tag: str | None
+    progress: bool
+    keep: bool
+    chaos: str | None
+    seed: int
+    chaos_log: Path | None
+    truth: Path | None
+    protocol: str
+
+    @property
+    def in_workers(self) -> bool:
+        """Whether this process runs worker processes (``--workers``, ``--probe-workers``)."""
+        return self.workers > 1 or self.probe_workers > 0
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the options of a load run mean for this process, checked: its share of the
+    matches and probes (a shard's, or all), and the run's LoadOptions and report parameters."""
+
+    topics: Topics
+    protocol: str
+    chaos: ChaosSpec | None
+    shard: tuple[int, int] | None
+    tag: str
+    templates: list[Any]
+    options: Any  # matchcast.load.LoadOptions, imported when a run starts
+    parameters: dict[str, Any]
+
+
+def _plan(a: _LoadArgs) -> _Plan:
+    """Check the options (a bad one ends the command, exit 2) and work out this process's run."""
+    from matchcast.load import LoadOptions, LoadShape, MatchTemplate  # noqa: PLC0415
+
+    topics, spd, chaos_spec = (
+        parse_topics(a.root),
+        parse_speed(a.speed),
+        _chaos_options(a.chaos, a.chaos_log, a.truth, a.in_workers),
+    )
+    checked_protocol = parse_protocol(a.protocol)
+    if a.shared_group is not None and (
+        not a.shared_group or any(c in a.shared_group for c in "/+#")
+    ):
+        fail(f"--shared-group {a.shared_group!r} must be a name without / + #", 2)
+    the_shard = _parse_shard(a.shard) if a.shard else None
+    if the_shard is not None and (a.workers > 1 or a.probe_workers):
+        fail("--workers/--probe-workers and --shard do not mix: they run the shards themselves", 2)
+    sources = [m for spec in (a.specs or [None]) for m in load_matches(spec)]  # type: ignore[list-item]
+    run_tag = a.tag or uuid.uuid4().hex[:4]
+    my_matches, my_subscribers = _share(a, the_shard)
+    shape = LoadShape(
+        matches=my_matches,
+        speed=spd,
+        rate=a.rate,
+        ramp_s=a.ramp,
+        duration_s=a.duration,
+        qos=a.qos,
+        payload_size=a.payload_size,
+        states=a.states,
         tag=run_tag,
-        total_matches=matches,
+        total_matches=a.matches,
     )
     options = LoadOptions(
         shape=shape,
         topics=topics,
         subscribers=my_subscribers,
-        shared_group=shared_group,
-        publishers=0 if probe_only else publishers,
-        max_inflight=max_inflight,
-        overrun_ms=overrun_ms,
-        drain_idle_s=drain_idle,
-        verify_state=verify_state,
-        verify_timeout_s=verify_timeout,
-        expect_consumers=tuple(expect_consumer or ()),
+        shared_group=a.shared_group,
+        publishers=0 if a.probe_only else a.publishers,
+        max_inflight=a.max_inflight,
+        overrun_ms=a.overrun_ms,
+        drain_idle_s=a.drain_idle,
+        verify_state=a.verify_state,
+        verify_timeout_s=a.verify_timeout,
+        expect_consumers=a.expect_consumer,
         shard=the_shard,
-        start_at=start_at,
-        start_gate=_ready_then_wait_for_go if start_on_go else None,
+        start_at=a.start_at,
+        start_gate=_ready_then_wait_for_go if a.start_on_go else None,
         chaos=chaos_spec,
-        seed=seed,
+        seed=a.seed,
     )
     parameters = {
         "matches": my_matches,
-        "total_matches": matches,
+        "total_matches": a.matches,
         "sources": [m.match_id for m in sources],
         "subscribers": my_subscribers,
-        "shared_group": shared_group,
-        "speed": speed,
-        "rate": rate,
-        "ramp_s": ramp,
-        "duration_s": duration,
-        "qos": qos,
-        "payload_size": payload_size,
-        "states": states,
-        "publishers": publishers,
-        "max_inflight": max_inflight,
-        "overrun_ms": overrun_ms,
-        "client": client.value,
+        "shared_group": a.shared_group,
+        "speed": a.speed,
+        "rate": a.rate,
+        "ramp_s": a.ramp,
+        "duration_s": a.duration,
+        "qos": a.qos,
+        "payload_size": a.payload_size,
+        "states": a.states,
+        "publishers": a.publishers,
+        "max_inflight": a.max_inflight,
+        "overrun_ms": a.overrun_ms,
+        "client": a.client.value,
         "root": topics.root,
         "tag": run_tag,
-        "shard": shard,
-        "start_at": start_at,
-        "workers": workers,
+        "shard": a.shard,
+        "start_at": a.start_at,
+        "workers": a.workers,
         "chaos": str(chaos_spec) if chaos_spec is not None else None,
-        "seed": seed if chaos_spec is not None else None,
+        "seed": a.seed if chaos_spec is not None else None,
         "argv": redact_argv(sys.argv[1:]),
     }
+    return _Plan(
+        topics=topics,
+        protocol=checked_protocol,
+        chaos=chaos_spec,
+        shard=the_shard,
+        tag=run_tag,
+        templates=[MatchTemplate.build(m) for m in sources],
+        options=options,
+        parameters=parameters,
+    )
+
+
+def _share(a: _LoadArgs, shard: tuple[int, int] | None) -> tuple[int, int]:
+    """The matches and probe subscribers of this process: all, or shard i of n's slice."""
+    if a.probe_only and shard is None:
+        fail("--probe-only goes with --shard i/n (--probe-workers sets both)", 2)
+    if shard is None:
+        return a.matches, a.subscribers
+    i, n = shard
+    my_matches = 0 if a.probe_only else len(range(i, a.matches, n))
+    if my_matches == 0 and not a.probe_only:
+        fail(f"--shard {a.shard}: no match falls to this shard with --matches {a.matches}", 2)
+    return my_matches, a.subscribers // n + (1 if i < a.subscribers % n else 0)
+
+
+def _run_load(a: _LoadArgs, plan: _Plan) -> dict[str, Any]:
+    """Run the load here or in worker processes, against the brokers given or a mosquitto of
+    its own; the report, this run's retained topics cleared unless kept."""
+    from rich.console import Console  # noqa: PLC0415
+
+    from matchcast.load import LoadRun  # noqa: PLC0415
+
     console = Console(stderr=True)
-    with _spawned(spawn_mosquitto) as spawned_url:
+    with _spawned(a.spawn_mosquitto) as spawned_url:
         # Shards start their round-robin on different nodes, so one publisher each spreads.
-        nodes = _nodes(
-            spawned_url or broker,
-            (ca_file, cert_file, key_file, tls_insecure),
-            offset=the_shard[0] if the_shard else 0,
-        )
-        parameters.update(broker=nodes.listed, protocol=checked_protocol)
-        if workers > 1 or probe_workers > 0:
-            child = [
-                *(specs or []),
-                # The password goes to the workers in their environment, never in arguments
-                # (ps shows those): the list is written without it.
-                *("--broker", nodes.listed, "--matches", str(matches)),
-                *("--protocol", checked_protocol),
-                *("--speed", speed, "--ramp", str(ramp)),
-                *("--qos", str(qos), "--payload-size", str(payload_size)),
-                "--states" if states else "--no-states",
-                *("--publishers", str(publishers), "--max-inflight", str(max_inflight)),
-                *("--overrun-ms", str(overrun_ms), "--drain-idle", str(drain_idle)),
-                *("--client", client.value, "--root", topics.root, "--tag", run_tag),
-                *("--verify-timeout", str(verify_timeout), "--no-progress", "--keep"),
-                *(("--rate", str(rate)) if rate is not None else ()),
-                *(("--duration", str(duration)) if duration is not None else ()),
-                *(("--shared-group", shared_group) if shared_group else ()),
-                *(("--verify-state",) if verify_state else ()),
-                *(a for c in expect_consumer or () for a in ("--expect-consumer", c)),
-                *(("--chaos", str(chaos_spec), "--seed", str(seed)) if chaos_spec else ()),
-            ]
-            # Every worker must be connected and subscribed before any sends: each says so,
-            # and all are told to go at once (a fixed start time was missed under load).
-            child += ["--start-on-go", *(("--start-at", repr(start_at)) if start_at else ())]
+        nodes = _nodes(spawned_url or a.broker, a.tls, offset=plan.shard[0] if plan.shard else 0)
+        plan.parameters.update(broker=nodes.listed, protocol=plan.protocol)
+        if a.in_workers:
             result = _run_workers(
-                _shards(workers, probe_workers, subscribers), child, console, nodes.urls[0].password
+                _shards(a.workers, a.probe_workers, a.subscribers),
+                _worker_args(a, plan, nodes.listed),
+                console,
+                nodes.urls[0].password,
             )
-            result["parameters"].update(workers=workers, probe_workers=probe_workers)
+            result["parameters"].update(workers=a.workers, probe_workers=a.probe_workers)
         else:
-            run = LoadRun(options, templates, make_factory(client, nodes, checked_protocol))
-            result = _run_here(run, parameters, console, progress, streams=the_shard is not None)
-            _write_ground_truth(run, chaos_spec, seed, chaos_log, truth)
+            factory = make_factory(a.client, nodes, plan.protocol)
+            run = LoadRun(plan.options, plan.templates, factory)
+            result = _run_here(
+                run, plan.parameters, console, a.progress, streams=plan.shard is not None
+            )
+            _write_ground_truth(run, plan.chaos, a.seed, a.chaos_log, a.truth)
             result["nodes"] = nodes.figures()
         # A spawned broker goes with its states; shards and workers: the one that merges.
         _clear_own(
-            nodes.urls, topics, run_tag, console, keep=keep or bool(spawned_url or the_shard)
+            nodes.urls,
+            plan.topics,
+            plan.tag,
+            console,
+            keep=a.keep or bool(spawned_url or plan.shard),
         )
-    _output(result, report, csv_path, chart, checks)
-    if result.get("interrupted"):
-        raise cli._Exit(130)
+    return result
+
+
+def _worker_args(a: _LoadArgs, plan: _Plan, brokers: str) -> list[str]:
+    """The arguments every worker process shares (each adds its shard's own)."""
+    child = [
+        *(a.specs or []),
+        # The password goes to the workers in their environment, never in arguments
+        # (ps shows those): the list is written without it.
+        *("--broker", brokers, "--matches", str(a.matches)),
+        *("--protocol", plan.protocol),
+        *("--speed", a.speed, "--ramp", str(a.ramp)),
+        *("--qos", str(a.qos), "--payload-size", str(a.payload_size)),
+        "--states" if a.states else "--no-states",
+        *("--publishers", str(a.publishers), "--max-inflight", str(a.max_inflight)),
+        *("--overrun-ms", str(a.overrun_ms), "--drain-idle", str(a.drain_idle)),
+        *("--client", a.client.value, "--root", plan.topics.root, "--tag", plan.tag),
+        *("--verify-timeout", str(a.verify_timeout), "--no-progress", "--keep"),
+        *(("--rate", str(a.rate)) if a.rate is not None else ()),
+        *(("--duration", str(a.duration)) if a.duration is not None else ()),
+        *(("--shared-group", a.shared_group) if a.shared_group else ()),
+        *(("--verify-state",) if a.verify_state else ()),
+        *(x for c in a.expect_consumer for x in ("--expect-consumer", c)),
+        *(("--chaos", str(plan.chaos), "--seed", str(a.seed)) if plan.chaos else ()),
+    ]
+    # Every worker must be connected and subscribed before any sends: each says so,
+    # and all are told to go at once (a fixed start time was missed under load).
+    return [*child, "--start-on-go", *(("--start-at", repr(a.start_at)) if a.start_at else ())]
 
 
 def _clear_own(url: Any, topics: Any, tag: str, console: Any, *, keep: bool) -> None:
@@ -433,16 +570,15 @@ def _clear_own(url: Any, topics: Any, tag: str, console: Any, *, keep: bool) -> 
     hold ``-{tag}-``, so runs do not pile them up on the broker; a failure only warns."""
     if keep:
         return
-    from matchcast import cli  # noqa: PLC0415
-    from matchcast.retained import clear_retained, find_retained  # noqa: PLC0415
+    from matchcast.app.retained import clear_retained, find_retained  # noqa: PLC0415
 
     async def go() -> int:
         own = await find_retained(url, topics, select=lambda match_id: f"-{tag}-" in match_id)
         return await clear_retained(url, own)
 
     try:
-        cleared = cli._run(go)
-    except cli._Exit:
+        cleared = run_command(go)
+    except CommandExit:
         console.print("could not clear this run's retained topics: `matchcast clear` does")
         return
     console.print(f"cleared {cleared} retained topic(s) of this run (--keep leaves them)")
@@ -452,13 +588,12 @@ def _run_here(
     run: Any, parameters: dict[str, Any], console: Any, progress: bool, *, streams: bool
 ) -> dict[str, Any]:
     """Run ``run`` in this process; its report, marked ``interrupted`` after Ctrl-C."""
-    from matchcast import cli  # noqa: PLC0415
     from matchcast.load import build_report  # noqa: PLC0415
 
-    interrupted = cli._run(lambda: _interruptible(run, console, progress))
+    interrupted = run_command(lambda: _interruptible(run, console, progress))
     if interrupted and run.sender is None:
         console.print("interrupted before the first event was sent", markup=False)
-        raise cli._Exit(130)
+        raise CommandExit(130)
     result = build_report(run, parameters, streams=streams)
     result["interrupted"] = interrupted
     return result
@@ -481,39 +616,34 @@ async def _interruptible(run: Any, console: Any, progress: bool) -> bool:
 
 
 def _checks(texts: list[str] | None) -> list[Any]:
-    from matchcast import cli  # noqa: PLC0415
     from matchcast.load import CheckError, parse_check  # noqa: PLC0415
 
     try:
         return [parse_check(t) for t in texts or ()]
     except CheckError as err:
-        cli._fail(str(err), 2)
+        fail(str(err), 2)
 
 
 def _chart_ready(chart: Path | None) -> None:
     """Fail before a run whose --chart cannot be drawn, not after it."""
-    from matchcast import cli  # noqa: PLC0415
-
     if chart is None:
         return
     try:
         import matplotlib  # noqa: F401, PLC0415
     except ImportError:
-        cli._fail("--chart needs matplotlib: pip install 'matchcast[load]'", 2)
+        fail("--chart needs matplotlib: pip install 'matchcast[load]'", 2)
 
 
 def _chaos_options(
     chaos: str | None, chaos_log: Path | None, truth: Path | None, many: bool
 ) -> ChaosSpec | None:
     """The ``--chaos`` spec; a bad one, or ground-truth files with workers, end in exit 2."""
-    from matchcast import cli  # noqa: PLC0415
-
     try:
         spec = parse_chaos(chaos)
     except ChaosSpecError as err:
-        cli._fail(str(err), 2)
+        fail(str(err), 2)
     if (chaos_log or truth) and many:
-        cli._fail(
+        fail(
             "--chaos-log and --truth are written by one process: run without --workers "
             "(or per --shard i/n, each shard writing its own files)",
             2,
@@ -540,25 +670,21 @@ def _nodes(
     broker: str | None, tls: tuple[Path | None, Path | None, Path | None, bool], *, offset: int
 ) -> NodeAssigner:
     """The brokers of ``--broker`` (one or a list), to assign connections to round-robin."""
-    from matchcast import cli  # noqa: PLC0415
-
-    url = cli._connection_options(broker, *tls)
+    url = connection_options(broker, *tls)
     if url is None:
         msg = "matchcast load needs --broker URL (or $MATCHCAST_BROKER, or --spawn-mosquitto)"
-        cli._fail(msg, 2)
+        fail(msg, 2)
     return NodeAssigner(url, offset=offset)
 
 
 def _parse_shard(text: str) -> tuple[int, int]:
-    from matchcast import cli  # noqa: PLC0415
-
     i, sep, n = text.partition("/")
     try:
         shard = (int(i), int(n))
     except ValueError:
         shard = (-1, 0)
     if not sep or not 0 <= shard[0] < shard[1]:
-        cli._fail(f"--shard must be i/n with 0 <= i < n, e.g. 0/4, not {text!r}", 2)
+        fail(f"--shard must be i/n with 0 <= i < n, e.g. 0/4, not {text!r}", 2)
     return shard
 
 
@@ -598,8 +724,6 @@ def _start_together(procs: list[Any]) -> None:
     """
     import threading  # noqa: PLC0415
 
-    from matchcast import cli  # noqa: PLC0415
-
     ready = [threading.Event() for _ in procs]
 
     def watch(proc: Any, flag: threading.Event) -> None:
@@ -621,7 +745,7 @@ def _start_together(procs: list[Any]) -> None:
         why = [f"shard {i} exited {c} before it was ready" for i, c in early] + [
             f"shard {i} not connected after {_READY_TIMEOUT_S:.0f}s" for i in late
         ]
-        cli._fail(f"worker(s) failed to start: {', '.join(why)}")
+        fail(f"worker(s) failed to start: {', '.join(why)}")
     for p in procs:
         with contextlib.suppress(OSError):
             p.stdin.write(b"go\n")
@@ -637,7 +761,6 @@ def _run_workers(
     import subprocess  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
 
-    from matchcast import cli  # noqa: PLC0415
     from matchcast.load import MergeError, merge_reports, read_reports  # noqa: PLC0415
 
     env = {**os.environ, ENV_PASSWORD: password} if password else None
@@ -672,7 +795,7 @@ def _run_workers(
                     with contextlib.suppress(OSError):
                         proc.stdin.close()  # a worker waiting for its go stops waiting
                 proc.wait()
-            raise cli._Exit(130) from None
+            raise CommandExit(130) from None
         # Ctrl-C reaches the workers too (one process group): each reports what it measured
         # and exits 130; wait for them and merge those reports, marked interrupted.
         interrupted = False
@@ -687,15 +810,15 @@ def _run_workers(
         ok = (0, 3, 130) if interrupted else (0, 3)
         bad = [(i, c) for i, c in enumerate(codes) if c not in ok]
         if bad:
-            cli._fail(f"worker(s) failed: {', '.join(f'shard {i} exit {c}' for i, c in bad)}")
+            fail(f"worker(s) failed: {', '.join(f'shard {i} exit {c}' for i, c in bad)}")
         try:
             reports = read_reports([p for p in paths if p.exists()])
             if not reports:
                 console.print("interrupted before the first event was sent", markup=False)
-                raise cli._Exit(130)
+                raise CommandExit(130)
             merged = merge_reports(reports)
         except MergeError as err:
-            cli._fail(f"cannot merge the workers' reports: {err}")
+            fail(f"cannot merge the workers' reports: {err}")
         merged["interrupted"] = interrupted or any(r.get("interrupted") for r in reports)
         return merged
 
@@ -707,17 +830,14 @@ def _merge(
     chart: Path | None,
     checks: list[Any],
 ) -> None:
-    from matchcast import cli  # noqa: PLC0415
     from matchcast.load import MergeError, merge_reports, read_reports  # noqa: PLC0415
 
     if not files:
-        cli._fail(
-            "matchcast load merge needs report files: merge a.json b.json --report all.json", 2
-        )
+        fail("matchcast load merge needs report files: merge a.json b.json --report all.json", 2)
     try:
         merged = merge_reports(read_reports(files))
     except MergeError as err:
-        cli._fail(f"cannot merge: {err}", 2)
+        fail(f"cannot merge: {err}", 2)
     _output(merged, report, csv_path, chart, checks)
 
 
@@ -731,7 +851,6 @@ def _output(
     """Print the table, write the files; exit 3 if a check failed or nothing got through."""
     from rich.console import Console  # noqa: PLC0415
 
-    from matchcast import cli  # noqa: PLC0415
     from matchcast.load import evaluate_checks, render_table, write_chart  # noqa: PLC0415
 
     if checks:
@@ -746,7 +865,7 @@ def _output(
         try:
             write_chart(result, chart)
         except RuntimeError as err:
-            cli._fail(str(err), 2)
+            fail(str(err), 2)
     if failures and not result.get("interrupted"):
         stderr = Console(stderr=True, highlight=False)
         for line in failures:
@@ -834,16 +953,16 @@ def consume(
     consumer_id: Annotated[
         str, typer.Option("--consumer-id", help="This consumer's name in reports and topics.")
     ] = "consumer-1",
-    broker: _BrokerOpt = None,
+    broker: LoadBrokerOpt = None,
     ca_file: CaFileOpt = None,
     cert_file: CertFileOpt = None,
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
-    root: Annotated[str, typer.Option("--root", help="Topic root.")] = "matchcast-load",
+    root: RootOpt = LOAD_ROOT,
     shared_group: Annotated[
         str | None, typer.Option("--shared-group", help="Join $share/NAME/... (a consumer group).")
     ] = None,
-    qos: Annotated[int, typer.Option("--qos", min=0, max=2, help="Subscription QoS.")] = 1,
+    qos: SubscriptionQosOpt = 1,
     metrics_port: Annotated[
         int | None, typer.Option("--metrics-port", help="Serve Prometheus /metrics here.")
     ] = None,
@@ -858,28 +977,23 @@ def consume(
         float | None,
         typer.Option("--idle-exit", min=0.1, help="Exit after this many idle seconds."),
     ] = None,
-    client: Annotated[
-        ClientKind, typer.Option("--client", help="fast or aiomqtt; both speak MQTT 5 and 3.1.1.")
-    ] = ClientKind.fast,
+    client: ConsumerClientOpt = ClientKind.fast,
     protocol: ProtocolOpt = "auto",
-    log_format: Annotated[str, typer.Option("--log-format", help="auto, console or json.")] = (
-        "auto"
-    ),
-    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More logs.")] = 0,
+    log_format: ShortLogFmtOpt = "auto",
+    verbose: ShortVerboseOpt = 0,
 ) -> None:
     """Run the consumer runner under load: metrics on HTTP, final state reported for checking."""
-    from matchcast import cli  # noqa: PLC0415
     from matchcast.load import RunnerMetrics, run_consumer  # noqa: PLC0415
 
-    cli._setup_logs(log_format, max(verbose, 1), quiet_default=True)
-    topics = cli._topics(root)
-    url = cli._connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
+    setup_logs(log_format, max(verbose, 1), quiet_default=True)
+    topics = parse_topics(root)
+    url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
     if url is None:
-        cli._fail("matchcast load-consumer needs --broker URL (or $MATCHCAST_BROKER)", 2)
+        fail("matchcast load-consumer needs --broker URL (or $MATCHCAST_BROKER)", 2)
     metrics = RunnerMetrics()
     if metrics_port is not None:
         metrics.serve(metrics_port, metrics_addr)
-    factory = make_factory(client, url, cli._protocol(protocol))
+    factory = make_factory(client, url, parse_protocol(protocol))
 
     async def go() -> None:
         async with factory(f"mc-consume-{consumer_id}", "consumer") as conn:
@@ -894,7 +1008,7 @@ def consume(
                 idle_exit_s=idle_exit,
             )
 
-    cli._run(go)
+    run_command(go)
 
 
 def merge(
@@ -903,19 +1017,12 @@ def merge(
         typer.Argument(metavar="REPORT", help="Reports of shards (--shard or --workers)."),
     ],
     report: Annotated[
-        Path | None, typer.Option("--report", help="Write the merged report to this JSON file.")
+        Path | None, _report_option("Write the merged report to this JSON file.")
     ] = None,
-    csv_path: Annotated[
-        Path | None, typer.Option("--csv", help="Write the per-second series as CSV.")
-    ] = None,
-    chart: Annotated[
-        Path | None, typer.Option("--chart", help="Draw throughput and latency into a PNG.")
-    ] = None,
+    csv_path: _CsvOpt = None,
+    chart: _ChartOpt = None,
     check: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--check", metavar="EXPR", help="A threshold, as for load (repeatable); failed: exit 3."
-        ),
+        list[str] | None, _check_option("A threshold, as for load (repeatable); failed: exit 3.")
     ] = None,
 ) -> None:
     """`matchcast load merge`: combine the reports of shards into one, exactly (counts, streams

@@ -1,7 +1,7 @@
 """MQTT 3.1.1 framing for the fast client: every packet encoded and decoded, strictly.
 
 The Rust ``mqtt5`` codec speaks MQTT 5 only, and the engines people cluster (NATS, RabbitMQ
-3.10) speak 3.1.1 only, so :class:`matchcast.fastmqtt.FastClient` frames 3.1.1 itself with
+3.10) speak 3.1.1 only, so :class:`matchcast.transport.fastmqtt.FastClient` frames 3.1.1 itself with
 this module. Each packet of the 3.1.1 standard (OASIS, 2014) is a small named tuple with an
 ``encode()``; :func:`frame` finds the next whole packet in a buffer and :func:`decode` turns
 it into one of them. :func:`encode_publish` and :func:`decode_publish` are the hot path.

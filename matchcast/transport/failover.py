@@ -1,10 +1,11 @@
-"""Several brokers: the list a user names, and the order and pace in which they are tried.
+"""Several brokers: the order and pace in which they are tried.
 
 ``--broker`` (and ``$MATCHCAST_BROKER``) take a comma-separated list of broker URLs, the nodes
-of one cluster (``mqtt://10.0.0.1:1883,mqtt://10.0.0.2:1883``). Both MQTT clients
-(:class:`matchcast.mqtt.MqttClient` on aiomqtt and :class:`matchcast.fastmqtt.FastClient`) take
-their connection attempts from one :class:`Attempts` schedule, so the failover policy is
-written once:
+of one cluster (``mqtt://10.0.0.1:1883,mqtt://10.0.0.2:1883``; read by
+:func:`matchcast.transport.connection.parse_brokers`). Both MQTT clients
+(:class:`~matchcast.transport.mqtt.MqttClient` on aiomqtt and
+:class:`~matchcast.transport.fastmqtt.FastClient`) take their connection attempts from one
+:class:`Attempts` schedule, so the failover policy is written once:
 
 - a first connection tries the list in order, at once, and connects to the first node that
   answers;
@@ -19,44 +20,23 @@ written once:
 
 from __future__ import annotations
 
+import asyncio
 import random
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import structlog
+
+from events import BrokerError
+
 if TYPE_CHECKING:
-    from matchcast.mqtt import BrokerURL
+    from matchcast.transport.connection import BrokerURL
 
-__all__ = ["Attempt", "Attempts", "parse_brokers"]
+__all__ = ["Attempt", "Attempts", "fail_over"]
 
-
-def parse_brokers(text: str) -> tuple[BrokerURL, ...]:
-    """The brokers of a comma-separated list of URLs (a single URL is a list of one).
-
-    Raises:
-        ValueError: an empty list, an empty entry, a bad URL (naming it, password hidden), the
-            same broker twice, or a list mixing ``mqtt://`` and ``mqtts://``.
-    """
-    from matchcast.mqtt import BrokerURL  # noqa: PLC0415 - matchcast.mqtt imports this module
-
-    parts = [p.strip() for p in text.split(",")]
-    if not any(parts):
-        raise ValueError("no broker given: e.g. mqtt://127.0.0.1:1883")
-    if not all(parts):
-        raise ValueError(
-            "an empty entry in the broker list: separate URLs with single commas, e.g. "
-            "mqtt://10.0.0.1:1883,mqtt://10.0.0.2:1883"
-        )
-    urls = tuple(BrokerURL.parse(p) for p in parts)
-    seen: set[tuple[str, int]] = set()
-    for url in urls:
-        key = (url.host, url.port)
-        if key in seen:
-            raise ValueError(f"broker {url} is listed twice")
-        seen.add(key)
-    if len({u.tls for u in urls}) > 1:
-        raise ValueError("the broker list mixes mqtt:// and mqtts://: use one scheme for all nodes")
-    return urls
+_log = structlog.get_logger("matchcast.failover")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,3 +101,68 @@ class Attempts:
             ceiling = min(self.cap, self.initial * 2**rounds)
             yield Attempt(index, self.urls[index], self._rng() * ceiling)
             attempt += 1
+
+
+def _no_details() -> Mapping[str, object]:
+    return {}
+
+
+async def fail_over(
+    attempts: Attempts,
+    connect: Callable[[Attempt], Awaitable[None]],
+    *,
+    where: str,
+    max_outage: float,
+    give_up_reason: Callable[[BrokerError], str] = lambda err: err.reason,
+    details: Callable[[], Mapping[str, object]] = _no_details,
+) -> None:
+    """Replace a lost connection, as both clients do: ``connect`` each of
+    :meth:`Attempts.after_loss` in turn, after its wait, until one succeeds.
+
+    Logs ``broker.reconnect_failed`` for each failure, then ``broker.failed_over`` (another node)
+    or ``broker.reconnected`` (the lost one), with the client's ``details`` of the new connection.
+
+    Raises:
+        BrokerError: for ``where``, when no attempt succeeded within ``max_outage`` seconds;
+            its reason ends with ``give_up_reason`` of the last failure.
+    """
+    lost = attempts.current
+    started = time.monotonic()
+    for number, attempt in enumerate(attempts.after_loss(), start=1):
+        await asyncio.sleep(attempt.delay)
+        try:
+            await connect(attempt)
+        except BrokerError as err:
+            waited = time.monotonic() - started
+            _log.warning(
+                "broker.reconnect_failed",
+                broker=str(attempt.url),
+                attempt=number,
+                reason=err.reason,
+                outage_s=round(waited, 2),
+            )
+            if waited > max_outage:
+                raise BrokerError(
+                    where, f"unreachable for {waited:.0f}s, giving up: {give_up_reason(err)}"
+                ) from err
+            continue
+        attempts.connected(attempt.index)
+        outage = round(time.monotonic() - started, 3)
+        if attempt.index != lost:
+            _log.warning(
+                "broker.failed_over",
+                lost=str(attempts.urls[lost]),
+                broker=str(attempt.url),
+                attempt=number,
+                **details(),
+                outage_s=outage,
+            )
+        else:
+            _log.info(
+                "broker.reconnected",
+                broker=str(attempt.url),
+                attempt=number,
+                **details(),
+                outage_s=outage,
+            )
+        return

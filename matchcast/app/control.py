@@ -1,6 +1,6 @@
 """Sending a command to a running replayer and waiting for its answer.
 
-Used by ``matchcast control`` (:mod:`matchcast.cmd_control`) and the web page's controls
+Used by ``matchcast control`` (:mod:`matchcast.cli.control`) and the web page's controls
 (``matchcast web --control``). The replayer is found from the retained statuses on
 ``{root}/replayers/+/status``: with one online, it need not be named; with several, the error
 lists them. Every failure is a :class:`ControlError` a person can act on: no (such) replayer,
@@ -31,8 +31,9 @@ from events import (
     encode_control,
     parse_minute,
 )
-from matchcast.mqtt import BrokerURL, MqttClient
-from matchcast.status import ReplayerStatus
+from matchcast.contract.status import ReplayerStatus
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 
 __all__ = [
     "ACTIONS",

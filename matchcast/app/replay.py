@@ -1,7 +1,7 @@
-"""What the commands do, as coroutines the CLI and the tests both call.
+"""``run_replay``: a replayer on a broker, with its status topic and its control service.
 
-Each function takes a broker URL; wiring an embedded broker in when there is none is the
-CLI's job (see :mod:`matchcast.cli`).
+Takes a broker URL; wiring an embedded broker in when there is none is the CLI's job (see
+:mod:`matchcast.cli`).
 """
 
 from __future__ import annotations
@@ -11,50 +11,28 @@ import contextlib
 import datetime as dt
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 import structlog
 
-from consumers import Runner, Subscriber
 from events import (
     CONTENT_TYPE,
     BrokerError,
-    ConnectionLostError,
     ControlCommandError,
     ControlReply,
-    MatchState,
     MessageProps,
     Topics,
     decode_command,
     encode_control,
 )
-from matchcast.mqtt import BrokerURL, MqttClient, Protocol, WillSpec
-from matchcast.options import ClientKind
-from matchcast.status import ReplayerStatus
+from matchcast.contract.status import ReplayerStatus
+from matchcast.transport.connection import BrokerURL, Protocol, WillSpec
+from matchcast.transport.mqtt import MqttClient
 from simulator import Clock, Match, Recording, Replayer, ReplayOptions, ReplayReport
 
-if TYPE_CHECKING:
-    from matchcast.fastmqtt import FastClient
-
-__all__ = ["ControlService", "mqtt_client", "run_replay", "run_watch", "status_payload"]
+__all__ = ["ControlService", "run_replay", "status_payload"]
 
 _log = structlog.get_logger("matchcast.app")
-
-#: Failed subscriptions in a row after a failover before a consumer gives up.
-_RESUBSCRIBE_TRIES = 5
-
-
-def mqtt_client(
-    kind: ClientKind | str, url: BrokerURL | Sequence[BrokerURL], **options: Any
-) -> MqttClient | FastClient:
-    """A client of ``kind`` (``--client``) for ``url``; both take the same ``options``
-    (``client_id``, ``protocol``, ``will``, ``clean_start``, ``session_expiry``, ``keepalive``,
-    ``connect_timeout``, ``max_outage``, ``backoff_initial``, ``backoff_max``, ...)."""
-    if ClientKind(kind) is ClientKind.fast:
-        from matchcast.fastmqtt import FastClient  # noqa: PLC0415
-
-        return FastClient(url, **options)
-    return MqttClient(url, **options)
 
 
 def status_payload(
@@ -233,7 +211,104 @@ async def _play(
     return [t.result() for t in tasks]
 
 
-async def run_replay(  # noqa: PLR0915 - connection, status, control service and queue, in order
+class _StatusTopic:
+    """A replayer's retained status: ``online`` on every connection and every change of its
+    playback, ``offline`` at the end (or by the last will when the connection dies)."""
+
+    def __init__(self, topics: Topics, replayer_id: str, ids: Sequence[str]) -> None:
+        self.topic = topics.status(replayer_id)
+        self.control_topic = topics.control(replayer_id)
+        self.replayer_id = replayer_id
+        self.ids = list(ids)
+        self.replayer: Replayer | None = None
+        self.service: ControlService | None = None
+        #: Set on each change of the playback; :meth:`publish_changes` says it.
+        self.dirty = asyncio.Event()
+        self._props = MessageProps(content_type=CONTENT_TYPE)
+
+    def will(self) -> WillSpec:
+        """The last will: ``offline``, published by the broker if the connection dies."""
+        return WillSpec(self.topic, status_payload(self.replayer_id, "offline", self.ids))
+
+    async def say(self, client: MqttClient) -> None:
+        """Publish ``online`` with the playback now."""
+        await client.publish(
+            self.topic,
+            status_payload(self.replayer_id, "online", self.ids, self.replayer),
+            qos=1,
+            retain=True,
+            props=self._props,
+        )
+
+    async def announce(self, client: MqttClient) -> None:
+        """On a (new) connection: listen for commands, say ``online``, wake the service."""
+        await client.subscribe(self.control_topic, qos=1)
+        await self.say(client)
+        if self.service is not None:
+            self.service.reconnected.set()
+
+    async def announce_again(self, client: MqttClient) -> None:
+        """:meth:`announce` after a failover, best effort: a node whose retained store is still
+        electing a leader (NATS JetStream) must not stop the replay. The events go on."""
+        try:
+            await self.announce(client)
+        except BrokerError as err:
+            _log.warning(
+                "replayer.status_not_published", replayer_id=self.replayer_id, reason=err.reason
+            )
+            # RabbitMQ 3.10 keeps a client id's subscription queue on the node that died: a
+            # subscribe under that id (the control topic) hangs on any other node, which then
+            # drops the connection. The next connection takes a client id of its own.
+            client.start_clean()
+
+    async def publish_changes(self, client: MqttClient) -> None:
+        """Publish the status again after each change (changes in a burst: once)."""
+        while True:
+            await self.dirty.wait()
+            self.dirty.clear()
+            try:
+                await self.say(client)
+            except BrokerError as err:  # the reconnect announces the status anew
+                _log.debug("replayer.status_not_published", reason=err.reason)
+
+    async def say_offline(self, client: MqttClient) -> None:
+        """Best effort: on a dead connection the will says offline instead."""
+        try:
+            await asyncio.wait_for(
+                client.publish(
+                    self.topic,
+                    status_payload(self.replayer_id, "offline", self.ids, self.replayer),
+                    qos=1,
+                    retain=True,
+                    props=self._props,
+                ),
+                timeout=2,
+            )
+        except Exception:  # a CancelledError still propagates
+            _log.debug("replayer.offline_not_published", replayer_id=self.replayer_id)
+
+
+async def _serve_and_play(
+    client: MqttClient,
+    status: _StatusTopic,
+    service: ControlService,
+    matches: Sequence[Match | Recording],
+    waits: Sequence[float],
+    one_after_another: bool,
+) -> list[ReplayReport]:
+    """Play the matches while the control service and the status updates run beside them."""
+    async with asyncio.TaskGroup() as tg:
+        helpers = [
+            tg.create_task(service.serve()),
+            tg.create_task(status.publish_changes(client)),
+        ]
+        try:
+            return await _play(service.replayer, matches, waits, one_after_another)
+        finally:
+            await _stop_helpers(service, helpers)
+
+
+async def run_replay(
     matches: Sequence[Match | Recording],
     url: BrokerURL | Sequence[BrokerURL],
     options: ReplayOptions,
@@ -264,63 +339,16 @@ async def run_replay(  # noqa: PLR0915 - connection, status, control service and
         raise ValueError(f"{len(delays)} delays for {len(matches)} matches")
     waits = list(delays) if delays is not None else [0.0] * len(matches)
     replayer_id = replayer_id or f"replayer-{uuid.uuid4().hex[:8]}"
-    topics = options.topics
-    ids = [m.match_id for m in matches]
-    will = WillSpec(topics.status(replayer_id), status_payload(replayer_id, "offline", ids))
-    props = MessageProps(content_type=CONTENT_TYPE)
-
-    replayer: Replayer | None = None
-    service: ControlService | None = None
-    dirty = asyncio.Event()
-
-    async def say_status(client: MqttClient) -> None:
-        await client.publish(
-            topics.status(replayer_id),
-            status_payload(replayer_id, "online", ids, replayer),
-            qos=1,
-            retain=True,
-            props=props,
-        )
-
-    async def announce(client: MqttClient) -> None:
-        await client.subscribe(topics.control(replayer_id), qos=1)
-        await say_status(client)
-        if service is not None:
-            service.reconnected.set()
-
-    async def publish_status(client: MqttClient) -> None:
-        """Publish the status again after each change (changes in a burst: once)."""
-        while True:
-            await dirty.wait()
-            dirty.clear()
-            try:
-                await say_status(client)
-            except BrokerError as err:  # the reconnect announces the status anew
-                _log.debug("replayer.status_not_published", reason=err.reason)
-
-    async def announce_again(client: MqttClient) -> None:
-        # After a failover the status is best effort: a node whose retained store is still
-        # electing a leader (NATS JetStream) must not stop the replay. The events go on.
-        try:
-            await announce(client)
-        except BrokerError as err:
-            _log.warning(
-                "replayer.status_not_published", replayer_id=replayer_id, reason=err.reason
-            )
-            # RabbitMQ 3.10 keeps a client id's subscription queue on the node that died: a
-            # subscribe under that id (the control topic) hangs on any other node, which then
-            # drops the connection. The next connection takes a client id of its own.
-            client.start_clean()
-
+    status = _StatusTopic(options.topics, replayer_id, [m.match_id for m in matches])
     async with MqttClient(
         url,
         client_id=f"matchcast-{replayer_id}",
         protocol=protocol,
-        will=will,
+        will=status.will(),
         # More unacknowledged QoS 2 publishes than the broker's receive maximum (mosquitto: 20)
         # are refused by the broker yet reported sent by the client; paho queues the rest.
         max_inflight=20,
-        on_reconnect=announce_again,
+        on_reconnect=status.announce_again,
         max_outage=max_outage,
     ) as client:
         _log.info(
@@ -330,140 +358,15 @@ async def run_replay(  # noqa: PLR0915 - connection, status, control service and
             replayer_id=replayer_id,
         )
         replayer = Replayer(client, options, clock=clock)
-        replayer.on_change = dirty.set
+        replayer.on_change = status.dirty.set
         service = ControlService(
-            client, replayer, replayer_id, topics, say_status=lambda: say_status(client)
+            client, replayer, replayer_id, options.topics, say_status=lambda: status.say(client)
         )
-        await announce(client)
+        status.replayer, status.service = replayer, service
+        await status.announce(client)
         if on_ready is not None:
             on_ready(replayer)
         try:
-            async with asyncio.TaskGroup() as tg:
-                helpers = [
-                    tg.create_task(service.serve()),
-                    tg.create_task(publish_status(client)),
-                ]
-                try:
-                    reports = await _play(replayer, matches, waits, one_after_another)
-                finally:
-                    await _stop_helpers(service, helpers)
+            return await _serve_and_play(client, status, service, matches, waits, one_after_another)
         finally:
-            # Best effort: on a dead connection the will says offline instead.
-            try:
-                await asyncio.wait_for(
-                    client.publish(
-                        topics.status(replayer_id),
-                        status_payload(replayer_id, "offline", ids, replayer),
-                        qos=1,
-                        retain=True,
-                        props=props,
-                    ),
-                    timeout=2,
-                )
-            except Exception:  # a CancelledError still propagates
-                _log.debug("replayer.offline_not_published", replayer_id=replayer_id)
-        return reports
-
-
-async def run_watch(
-    url: BrokerURL | Sequence[BrokerURL],
-    subscribers: Sequence[Subscriber],
-    *,
-    topics: Topics | None = None,
-    match_filter: str = "+",
-    until_finished: set[str] | None = None,
-    qos: int = 1,
-    client_id: str | None = None,
-    protocol: Protocol = "auto",
-    runner: Runner | None = None,
-    clean_start: bool = True,
-    session_expiry: int | None = None,
-    client: ClientKind | str = ClientKind.aiomqtt,
-) -> dict[str, MatchState]:
-    """Run subscribers against the broker until stopped, or until every match named in
-    ``until_finished`` has reached full time. Returns the final states.
-
-    Full time counts for a run seen live: one live when the watch joined, or one that started
-    after. A finished state retained by a run that ended before (the first state seen of its
-    run) ends nothing, nor does a run that stops (``replay_stopped``): it waits for the next.
-
-    Pass ``runner`` to watch its ``subscribed`` event or call its ``stop()`` from outside.
-    ``clean_start=False`` with a fixed ``client_id`` (and, on MQTT 5, a ``session_expiry``
-    in seconds) resumes the broker session: what was published while away is delivered.
-    ``client`` picks the MQTT client (:func:`mqtt_client`); the fast one hands the runner each
-    read's messages in one batch.
-
-    The connection is closed before the lanes drain, so nothing is acknowledged to the
-    broker that the handlers will not see. A lost connection is replaced with backoff
-    (:meth:`matchcast.mqtt.MqttClient.reconnect`), up to its ``max_outage``.
-    """
-    remaining = set(until_finished or ())
-    subs = list(subscribers)
-    if remaining:
-        finisher = Subscriber("until-finished")
-        # The runs seen before their end, per match: a state that arrives already finished
-        # (retained by a run that ended before we joined) ends nothing.
-        live_runs: set[tuple[str, int]] = set()
-
-        def _check(state: MatchState) -> None:
-            key = (state.match_id, state.run)
-            if state.status not in ("finished", "stopped"):
-                live_runs.add(key)
-            elif state.status == "finished" and key in live_runs:
-                remaining.discard(state.match_id)
-                if not remaining:
-                    assert runner is not None
-                    runner.stop()
-
-        finisher.on()(lambda _event, state: _check(state))
-        finisher.on_state(_check)
-        subs.append(finisher)
-    if runner is None:
-        runner = Runner(subs, topics=topics, match_filter=match_filter)
-    else:
-        runner.subscribers.extend(s for s in subs if s not in runner.subscribers)
-    # Its dead letters go to a topic named after its broker user, which the ACL lets it write.
-    runner.use_broker_user((url if isinstance(url, BrokerURL) else url[0]).username)
-    # The connection closes (last in, first out) before the runner drains its lanes.
-    async with (
-        runner,
-        mqtt_client(
-            client,
-            url,
-            client_id=client_id,
-            protocol=protocol,
-            clean_start=clean_start,
-            session_expiry=session_expiry,
-        ) as connection,
-    ):
-        failed_resubscribes = 0
-        while True:
-            try:
-                await runner.run(connection, qos=qos)
-                break
-            except ConnectionLostError as err:
-                # The lanes and states live on; a persistent session gets what was queued,
-                # a clean one re-subscribes and resynchronises from the retained snapshot.
-                _log.warning("consumer.connection_lost", reason=err.reason)
-                failed_resubscribes = 0
-                await connection.reconnect()
-            except BrokerError as err:
-                # A subscribe failed on the node failed over to. The first connection's
-                # failure, or one that keeps failing, is an error to report.
-                failed_resubscribes += 1
-                if not connection.reconnects or failed_resubscribes > _RESUBSCRIBE_TRIES:
-                    raise
-                if isinstance(connection, MqttClient) and connection.persistent:
-                    # A node that cannot resume the session (RabbitMQ 3.10 keeps it on the
-                    # lost node only, and a subscribe there hangs): go on with a clean one.
-                    # The gap is reported and the state taken from the snapshot.
-                    _log.warning(
-                        "consumer.session_abandoned", broker=str(connection.url), reason=err.reason
-                    )
-                    connection.start_clean()
-                else:  # a node still electing leaders (NATS JetStream) may refuse at first
-                    _log.warning(
-                        "consumer.resubscribe_failed", broker=str(connection.url), reason=err.reason
-                    )
-                await connection.reconnect()
-    return runner.states
+            await status.say_offline(client)

@@ -35,27 +35,15 @@ from consumers import (
     load_plugin,
     split_options,
 )
-from events import MatchState
-from matchcast.broker import DEFAULT_HOST
-from matchcast.cli import (
+from events import DEFAULT_ROOT, MatchState
+from matchcast.app import run_watch
+from matchcast.cli.common import fail, reach_broker, run, say_when_absent, setup_logs
+from matchcast.cli.options import (
     DEFAULT_EMBEDDED_PORT,
-    _connection_options,
-    _fail,
-    _protocol,
-    _run,
-    _setup_logs,
-    _topics,
-    match_filter,
-    reach_broker,
-    say_when_absent,
-)
-from matchcast.mqtt import BrokerURL
-from matchcast.options import (
-    CLIENT_HELP,
     BrokerOpt,
     CaFileOpt,
     CertFileOpt,
-    ClientKind,
+    ClientOpt,
     KeyFileOpt,
     LogFmtOpt,
     MatchFilterOpt,
@@ -64,7 +52,14 @@ from matchcast.options import (
     RootOpt,
     TlsInsecureOpt,
     VerboseOpt,
+    connection_options,
+    match_filter,
+    parse_protocol,
+    parse_topics,
 )
+from matchcast.transport.broker import DEFAULT_HOST
+from matchcast.transport.clients import ClientKind
+from matchcast.transport.connection import BrokerURL
 
 __all__ = ["consume", "register"]
 
@@ -107,7 +102,7 @@ def consume(
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
     match: MatchFilterOpt = "+",
-    root: RootOpt = "matchcast",
+    root: RootOpt = DEFAULT_ROOT,
     qos: QosOpt = 1,
     client_id: Annotated[
         str | None,
@@ -176,34 +171,32 @@ def consume(
         ),
     ] = False,
     protocol: ProtocolOpt = "auto",
-    client: Annotated[ClientKind, typer.Option("--client", help=CLIENT_HELP)] = ClientKind.fast,
+    client: ClientOpt = ClientKind.fast,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
     """Run subscriber plug-ins on the live stream (broker default: 127.0.0.1:1883)."""
-    _setup_logs(log_format, verbose, quiet_default=False)
+    setup_logs(log_format, verbose, quiet_default=False)
     if list_:
         if plugins:
-            _fail("--list takes no plug-ins", 2)
+            fail("--list takes no plug-ins", 2)
         _print_installed()
         return
     if not plugins:
-        _fail("name at least one plug-in to run, or --list to see the installed ones", 2)
-    checked_protocol = _protocol(protocol)
+        fail("name at least one plug-in to run, or --list to see the installed ones", 2)
+    checked_protocol = parse_protocol(protocol)
     match = match_filter(match)
     if exit_at_full_time and match == "+":
-        _fail("--exit-at-full-time needs --match MATCH_ID", 2)
+        fail("--exit-at-full-time needs --match MATCH_ID", 2)
     if session and qos == 0:
-        _fail("--session needs --qos 1 or 2: a broker queues no QoS 0 messages for later", 2)
-    url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure) or (
+        fail("--session needs --qos 1 or 2: a broker queues no QoS 0 messages for later", 2)
+    url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure) or (
         BrokerURL(DEFAULT_HOST, DEFAULT_EMBEDDED_PORT),
     )
-    topics = _topics(root)
+    topics = parse_topics(root)
     subscribers = _load(plugins, opt or [])
     if session and client_id is None:
         client_id = _session_client_id(subscribers)
-    from matchcast.app import run_watch  # noqa: PLC0415
-
     runner = Runner(
         subscribers,
         topics=topics,
@@ -247,7 +240,7 @@ def consume(
             finally:
                 hint.cancel()
 
-    _run(go)
+    run(go)
 
 
 def _load(specs: Sequence[str], options: Sequence[str]) -> list[Subscriber]:
@@ -261,10 +254,10 @@ def _load(specs: Sequence[str], options: Sequence[str]) -> list[Subscriber]:
             for spec, opts in zip(specs, per_plugin, strict=True)
         ]
     except PluginError as err:
-        _fail(str(err), 2)
+        fail(str(err), 2)
     names = [s.name for s in subs]
     if len(set(names)) != len(names):
-        _fail(f"two plug-ins share a name ({', '.join(names)}); each needs its own", 2)
+        fail(f"two plug-ins share a name ({', '.join(names)}); each needs its own", 2)
     return subs
 
 

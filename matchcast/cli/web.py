@@ -14,38 +14,32 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from events import BrokerError, Topics
-from matchcast.cli import (
+from events import DEFAULT_ROOT, BrokerError, Topics
+from matchcast.cli.common import reach_broker, run_until_interrupted, setup_logs, stderr
+from matchcast.cli.options import (
     DEMO_SPEED,
-    _check_start,
-    _connection_options,
-    _err,
-    _Exit,
-    _from,
-    _matches,
-    _protocol,
-    _run,
-    _setup_logs,
-    _speed,
-    _topics,
-    reach_broker,
-)
-from matchcast.options import (
-    CLIENT_HELP,
     BrokerOpt,
     CaFileOpt,
     CertFileOpt,
-    ClientKind,
+    ClientOpt,
     KeyFileOpt,
     LogFmtOpt,
     ProtocolOpt,
     RootOpt,
     TlsInsecureOpt,
     VerboseOpt,
+    check_start,
+    connection_options,
+    load_matches,
+    parse_from,
+    parse_protocol,
+    parse_speed,
+    parse_topics,
 )
+from matchcast.transport.clients import ClientKind
 
 if TYPE_CHECKING:
-    from matchcast.mqtt import BrokerURL
+    from matchcast.transport.connection import BrokerURL
     from matchcast.web import ControlSender
 
 __all__ = ["register"]
@@ -79,7 +73,7 @@ def web(
     start: Annotated[
         str | None, typer.Option("--from", help="With --demo: start at this minute, e.g. 60.")
     ] = None,
-    root: RootOpt = "matchcast",
+    root: RootOpt = DEFAULT_ROOT,
     control: Annotated[
         bool,
         typer.Option(
@@ -104,25 +98,25 @@ def web(
         ),
     ] = None,
     protocol: ProtocolOpt = "auto",
-    client: Annotated[ClientKind, typer.Option("--client", help=CLIENT_HELP)] = ClientKind.aiomqtt,
+    client: ClientOpt = ClientKind.aiomqtt,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
     """Serve a live match page (scoreboard, goals, ticker, possession) pushed over SSE."""
-    _setup_logs(log_format, verbose, quiet_default=True)
-    from matchcast.mqtt import BrokerURL  # noqa: PLC0415
+    setup_logs(log_format, verbose, quiet_default=True)
+    from matchcast.transport.connection import BrokerURL  # noqa: PLC0415
     from simulator import ReplayOptions  # noqa: PLC0415
 
-    checked_protocol = _protocol(protocol)
-    url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
-    topics = _topics(root)
+    checked_protocol = parse_protocol(protocol)
+    url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
+    topics = parse_topics(root)
     replay = demo or url is None
-    matches = _matches(match) if replay else []
-    options = ReplayOptions(speed=_speed(speed), start=_from(start), topics=topics)
-    _check_start(list(matches), options.start, start or "")
+    matches = load_matches(match) if replay else []
+    options = ReplayOptions(speed=parse_speed(speed), start=parse_from(start), topics=topics)
+    check_start(list(matches), options.start, start or "")
 
     async def go() -> None:
-        from matchcast.broker import embedded_broker  # noqa: PLC0415
+        from matchcast.transport.broker import embedded_broker  # noqa: PLC0415
 
         if url is not None:
             await _serve(url)
@@ -133,7 +127,7 @@ def web(
     async def _serve(broker_url: tuple[BrokerURL, ...]) -> None:
         from consumers import Runner  # noqa: PLC0415
         from matchcast.app import run_replay, run_watch  # noqa: PLC0415
-        from matchcast.replayers import follow_replayers  # noqa: PLC0415
+        from matchcast.app.replayers import follow_replayers  # noqa: PLC0415
         from matchcast.web import Hub, WebServer, bridge  # noqa: PLC0415
 
         hub = Hub(queue_size=queue_size)
@@ -141,7 +135,7 @@ def web(
         await reach_broker(broker_url)  # before the page's address is announced
         sender = _control_sender(broker_url, topics) if control else None
         async with WebServer(hub, host, port, max_streams=max_streams, control=sender) as server:
-            _err.print(f"Match page: {server.url}  (Ctrl-C to stop)", markup=False)
+            stderr.print(f"Match page: {server.url}  (Ctrl-C to stop)", markup=False)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(
                     run_watch(
@@ -163,19 +157,15 @@ def web(
                         # run_replay swallows a cancel (Ctrl-C, SIGTERM) that lands while it
                         # publishes its offline status; stop anyway instead of serving on.
                         raise asyncio.CancelledError
-                    _err.print("Replay finished; the page stays up (Ctrl-C to stop).")
+                    stderr.print("Replay finished; the page stays up (Ctrl-C to stop).")
 
-    try:
-        _run(go)
-    except _Exit as e:
-        if e.code != 130:
-            raise
+    run_until_interrupted(go)  # Ctrl-C is how the page ends: exit 0
 
 
 def _control_sender(url: BrokerURL | Sequence[BrokerURL], topics: Topics) -> ControlSender:
     """What the page's commands go through: ``matchcast control``'s own path."""
     from events import encode_control  # noqa: PLC0415
-    from matchcast.control import ControlError, send_command  # noqa: PLC0415
+    from matchcast.app.control import ControlError, send_command  # noqa: PLC0415
 
     async def send(
         action: str, argument: str | None, match: str | None

@@ -24,8 +24,9 @@ import structlog
 from pydantic import ValidationError
 
 from events import DecodeError, Message, Topics, decode_state
-from matchcast.mqtt import BrokerURL, MqttClient
-from matchcast.status import ReplayerStatus
+from matchcast.contract.status import ReplayerStatus
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 
 __all__ = ["RetainedTopic", "clear_retained", "find_retained"]
 

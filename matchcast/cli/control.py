@@ -1,6 +1,6 @@
 """``matchcast control``: pause, resume, seek, speed, stop or ask the status of a running replayer.
 
-Sends one command (:func:`matchcast.control.send_command`), waits for the reply and prints the
+Sends one command (:func:`matchcast.app.control.send_command`), waits for the reply and prints the
 replayer's new state in one line, or one clear error and a non-zero exit. See docs/control.md.
 """
 
@@ -10,10 +10,10 @@ from typing import Annotated
 
 import typer
 
-from events import ControlReply
-from matchcast.cli import _connection_options, _fail, _run, _setup_logs, _topics
-from matchcast.control import ControlError, format_reply, send_command
-from matchcast.options import (
+from events import DEFAULT_ROOT, ControlReply
+from matchcast.app.control import ControlError, format_reply, send_command
+from matchcast.cli.common import fail, run, setup_logs
+from matchcast.cli.options import (
     BrokerOpt,
     CaFileOpt,
     CertFileOpt,
@@ -22,6 +22,8 @@ from matchcast.options import (
     RootOpt,
     TlsInsecureOpt,
     VerboseOpt,
+    connection_options,
+    parse_topics,
 )
 
 __all__ = ["register"]
@@ -57,16 +59,16 @@ def control(
     cert_file: CertFileOpt = None,
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
-    root: RootOpt = "matchcast",
+    root: RootOpt = DEFAULT_ROOT,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
     """Control a running replay: pause, resume, seek MINUTE, speed N|max, stop, status."""
-    _setup_logs(log_format, verbose, quiet_default=True)
-    url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
+    setup_logs(log_format, verbose, quiet_default=True)
+    url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
     if url is None:
-        _fail("control needs a broker: --broker mqtt://HOST:PORT or $MATCHCAST_BROKER", 2)
-    topics = _topics(root)
+        fail("control needs a broker: --broker mqtt://HOST:PORT or $MATCHCAST_BROKER", 2)
+    topics = parse_topics(root)
 
     async def go() -> ControlReply | ControlError:
         try:
@@ -82,9 +84,9 @@ def control(
         except ControlError as err:
             return err
 
-    result = _run(go)
+    result = run(go)
     if isinstance(result, ControlError):
-        _fail(str(result), result.code)
+        fail(str(result), result.code)
     typer.echo(format_reply(result))
 
 

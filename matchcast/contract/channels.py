@@ -2,10 +2,10 @@
 
 The topic tree itself (addresses, QoS, retain, expiry, user properties, who publishes) is
 declared once, in :data:`events.TOPIC_TREE`; the replayer's defaults
-(:class:`simulator.ReplayOptions`, :class:`matchcast.mqtt.WillSpec`) are read from it. This
-module picks out the replayer's data topics (events, state, status) the AsyncAPI document and
-docs/wire-format.md describe first, and a test replays a match through a recording client to
-check the replayer publishes them as declared.
+(:class:`simulator.ReplayOptions`, :class:`matchcast.transport.connection.WillSpec`) are read
+from it. This module picks out the replayer's data topics (events, state, status) the
+AsyncAPI document and docs/wire-format.md describe first, and a test replays a match through a
+recording client to check the replayer publishes them as declared.
 """
 
 from __future__ import annotations

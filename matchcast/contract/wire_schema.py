@@ -10,7 +10,7 @@ minor version that could not read its predecessors' payloads fails.
 Titles and descriptions are left out of the snapshot: they change no payload's validity, and a
 docstring fix should not need a new schema version.
 
-Both are written by ``python -m matchcast.wire_docs`` (see there), never overwritten.
+Both are written by ``python -m matchcast.contract.wire_docs`` (see there), never overwritten.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from events import SCHEMA_VERSION, EventAdapter, MatchState, encode_event, encode_state
-from matchcast.wire_examples import example_events, example_state
+from matchcast.contract.wire_examples import example_events, example_state
 
 __all__ = [
     "FIXTURE_DIR",

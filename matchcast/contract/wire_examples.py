@@ -30,7 +30,7 @@ from events import (
     Topics,
     replay_state,
 )
-from matchcast.status import ReplayerStatus
+from matchcast.contract.status import ReplayerStatus
 from simulator import expand, resolve_matches
 
 __all__ = [

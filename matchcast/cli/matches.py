@@ -1,7 +1,7 @@
 """Commands that make match files: ``matchcast simulate`` and ``matchcast import``.
 
 Also the match-day helper behind ``matchcast replay ... --day``. Bad input ends in one line on
-standard error and exit 2, like every other command (see :mod:`matchcast.cli`).
+standard error and exit 2, like every other command (see :mod:`matchcast.cli.common`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from events import MatchFileError
+from matchcast.cli.common import fail
 from simulator import (
     Match,
     MatchFormat,
@@ -42,8 +43,6 @@ class ImportFormat(StrEnum):
 
 def _fail(message: str) -> NoReturn:
     """One line on standard error, exit 2 (bad input)."""
-    from matchcast.cli import _fail as fail  # noqa: PLC0415 - cli imports this module
-
     fail(message, 2)
 
 

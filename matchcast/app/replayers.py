@@ -16,8 +16,9 @@ import structlog
 from pydantic import ValidationError
 
 from events import BrokerError, Topics
-from matchcast.mqtt import BrokerURL, MqttClient
-from matchcast.status import ReplayerStatus
+from matchcast.contract.status import ReplayerStatus
+from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 
 __all__ = ["ReplayerBook", "follow_replayers"]
 

@@ -2,7 +2,7 @@
 
 Retained messages outlive their runs: an interrupted replay's state, the states every load run
 leaves behind, consumer reports, offline replayer statuses. ``clear`` lists them, asks, and
-removes them (see :mod:`matchcast.retained`).
+removes them (see :mod:`matchcast.app.retained`).
 """
 
 from __future__ import annotations
@@ -12,18 +12,10 @@ from typing import Annotated
 
 import typer
 
-from matchcast.broker import DEFAULT_HOST
-from matchcast.cli import (
+from events import DEFAULT_ROOT
+from matchcast.cli.common import CommandExit, fail, run, setup_logs
+from matchcast.cli.options import (
     DEFAULT_EMBEDDED_PORT,
-    _connection_options,
-    _Exit,
-    _fail,
-    _run,
-    _setup_logs,
-    _topics,
-    match_filter,
-)
-from matchcast.options import (
     BrokerOpt,
     CaFileOpt,
     CertFileOpt,
@@ -32,7 +24,12 @@ from matchcast.options import (
     RootOpt,
     TlsInsecureOpt,
     VerboseOpt,
+    connection_options,
+    match_filter,
+    parse_topics,
 )
+from matchcast.transport.broker import DEFAULT_HOST
+from matchcast.transport.connection import BrokerURL
 
 __all__ = ["HELP", "register"]
 
@@ -54,7 +51,7 @@ def clear(
     cert_file: CertFileOpt = None,
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
-    root: RootOpt = "matchcast",
+    root: RootOpt = DEFAULT_ROOT,
     match: Annotated[
         str | None,
         typer.Option("--match", help="Only this match's state and consumer reports."),
@@ -76,22 +73,21 @@ def clear(
     verbose: VerboseOpt = 0,
 ) -> None:
     """Remove matchcast's retained topics: see :data:`HELP`."""
-    _setup_logs(log_format, verbose, quiet_default=True)
-    from matchcast.mqtt import BrokerURL  # noqa: PLC0415
-    from matchcast.retained import clear_retained, find_retained  # noqa: PLC0415
+    setup_logs(log_format, verbose, quiet_default=True)
+    from matchcast.app.retained import clear_retained, find_retained  # noqa: PLC0415
 
-    url = _connection_options(broker, ca_file, cert_file, key_file, tls_insecure) or BrokerURL(
+    url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure) or BrokerURL(
         DEFAULT_HOST, DEFAULT_EMBEDDED_PORT
     )
-    topics = _topics(root)
+    topics = parse_topics(root)
     match_id = None if match is None else match_filter(match)
     if match_id == "+":
         match_id = None
     named = tuple(replayer or ())
     for rid in named:
         if not rid or any(c in rid for c in "/+#"):
-            _fail(f"--replayer {rid!r} must be a replayer id, without / + #", 2)
-    found = _run(lambda: find_retained(url, topics, match_id=match_id, replayers=named))
+            fail(f"--replayer {rid!r} must be a replayer id, without / + #", 2)
+    found = run(lambda: find_retained(url, topics, match_id=match_id, replayers=named))
     kept = [t for t in found if t.online]
     doomed = [t for t in found if not t.online]
     for item in found:
@@ -104,11 +100,11 @@ def clear(
     if kept:
         typer.echo(f"{len(kept)} online replayer status(es) kept: their replayers run")
     if not yes and not _interactive():
-        _fail("clear asks before it removes anything: pass --yes to clear without asking", 2)
+        fail("clear asks before it removes anything: pass --yes to clear without asking", 2)
     if not yes and not typer.confirm(f"Clear {len(doomed)} retained topic(s) on {where}?"):
         typer.echo("nothing cleared")
-        raise _Exit(1)
-    cleared = _run(lambda: clear_retained(url, doomed))
+        raise CommandExit(1)
+    cleared = run(lambda: clear_retained(url, doomed))
     typer.echo(f"cleared {cleared} retained topic(s) on {where}")
 
 

@@ -1,0 +1,124 @@
+"""``run_watch``: subscribers run against a broker, through reconnects and failovers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import structlog
+
+from consumers import Runner, Subscriber
+from events import BrokerError, ConnectionLostError, MatchState, Topics
+from matchcast.transport.clients import ClientKind, mqtt_client
+from matchcast.transport.connection import BrokerURL, Protocol
+from matchcast.transport.mqtt import MqttClient
+
+__all__ = ["run_watch"]
+
+_log = structlog.get_logger("matchcast.app")
+
+#: Failed subscriptions in a row after a failover before a consumer gives up.
+_RESUBSCRIBE_TRIES = 5
+
+
+async def run_watch(
+    url: BrokerURL | Sequence[BrokerURL],
+    subscribers: Sequence[Subscriber],
+    *,
+    topics: Topics | None = None,
+    match_filter: str = "+",
+    until_finished: set[str] | None = None,
+    qos: int = 1,
+    client_id: str | None = None,
+    protocol: Protocol = "auto",
+    runner: Runner | None = None,
+    clean_start: bool = True,
+    session_expiry: int | None = None,
+    client: ClientKind | str = ClientKind.aiomqtt,
+) -> dict[str, MatchState]:
+    """Run subscribers against the broker until stopped, or until every match named in
+    ``until_finished`` has reached full time. Returns the final states.
+
+    Full time counts for a run seen live: one live when the watch joined, or one that started
+    after. A finished state retained by a run that ended before (the first state seen of its
+    run) ends nothing, nor does a run that stops (``replay_stopped``): it waits for the next.
+
+    Pass ``runner`` to watch its ``subscribed`` event or call its ``stop()`` from outside.
+    ``clean_start=False`` with a fixed ``client_id`` (and, on MQTT 5, a ``session_expiry``
+    in seconds) resumes the broker session: what was published while away is delivered.
+    ``client`` picks the MQTT client (:func:`mqtt_client`); the fast one hands the runner each
+    read's messages in one batch.
+
+    The connection is closed before the lanes drain, so nothing is acknowledged to the
+    broker that the handlers will not see. A lost connection is replaced with backoff
+    (:meth:`matchcast.transport.mqtt.MqttClient.reconnect`), up to its ``max_outage``.
+    """
+    remaining = set(until_finished or ())
+    subs = list(subscribers)
+    if remaining:
+        finisher = Subscriber("until-finished")
+        # The runs seen before their end, per match: a state that arrives already finished
+        # (retained by a run that ended before we joined) ends nothing.
+        live_runs: set[tuple[str, int]] = set()
+
+        def _check(state: MatchState) -> None:
+            key = (state.match_id, state.run)
+            if state.status not in ("finished", "stopped"):
+                live_runs.add(key)
+            elif state.status == "finished" and key in live_runs:
+                remaining.discard(state.match_id)
+                if not remaining:
+                    assert runner is not None
+                    runner.stop()
+
+        finisher.on()(lambda _event, state: _check(state))
+        finisher.on_state(_check)
+        subs.append(finisher)
+    if runner is None:
+        runner = Runner(subs, topics=topics, match_filter=match_filter)
+    else:
+        runner.subscribers.extend(s for s in subs if s not in runner.subscribers)
+    # Its dead letters go to a topic named after its broker user, which the ACL lets it write.
+    runner.use_broker_user((url if isinstance(url, BrokerURL) else url[0]).username)
+    # The connection closes (last in, first out) before the runner drains its lanes.
+    async with (
+        runner,
+        mqtt_client(
+            client,
+            url,
+            client_id=client_id,
+            protocol=protocol,
+            clean_start=clean_start,
+            session_expiry=session_expiry,
+        ) as connection,
+    ):
+        failed_resubscribes = 0
+        while True:
+            try:
+                await runner.run(connection, qos=qos)
+                break
+            except ConnectionLostError as err:
+                # The lanes and states live on; a persistent session gets what was queued,
+                # a clean one re-subscribes and resynchronises from the retained snapshot.
+                _log.warning("consumer.connection_lost", reason=err.reason)
+                failed_resubscribes = 0
+                await connection.reconnect()
+            except BrokerError as err:
+                # A subscribe failed on the node failed over to. The first connection's
+                # failure, or one that keeps failing, is an error to report.
+                failed_resubscribes += 1
+                if not connection.reconnects or failed_resubscribes > _RESUBSCRIBE_TRIES:
+                    raise
+                if isinstance(connection, MqttClient) and connection.persistent:
+                    # A node that cannot resume the session (RabbitMQ 3.10 keeps it on the
+                    # lost node only, and a subscribe there hangs): go on with a clean one.
+                    # The gap is reported and the state taken from the snapshot.
+                    _log.warning(
+                        "consumer.session_abandoned", broker=str(connection.url), reason=err.reason
+                    )
+                    connection.start_clean()
+                else:  # a node still electing leaders (NATS JetStream) may refuse at first
+                    _log.warning(
+                        "consumer.resubscribe_failed", broker=str(connection.url), reason=err.reason
+                    )
+                await connection.reconnect()
+    return runner.states

@@ -1,0 +1,113 @@
+"""``matchcast watch``: the live terminal scoreboard and ticker of a broker's matches."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Annotated
+
+import typer
+
+from consumers.terminal import TerminalView
+from events import DEFAULT_ROOT, MatchState
+from matchcast.app import run_watch
+from matchcast.app.replayers import follow_replayers
+from matchcast.cli.common import (
+    fail,
+    reach_broker,
+    run_until_interrupted,
+    say_when_absent,
+    setup_logs,
+)
+from matchcast.cli.options import (
+    DEFAULT_EMBEDDED_PORT,
+    BrokerOpt,
+    CaFileOpt,
+    CertFileOpt,
+    ClientOpt,
+    KeyFileOpt,
+    LogFmtOpt,
+    MatchFilterOpt,
+    ProtocolOpt,
+    QosOpt,
+    RootOpt,
+    TlsInsecureOpt,
+    VerboseOpt,
+    connection_options,
+    match_filter,
+    parse_protocol,
+    parse_topics,
+)
+from matchcast.transport.broker import DEFAULT_HOST
+from matchcast.transport.clients import ClientKind
+from matchcast.transport.connection import BrokerURL
+
+__all__ = ["register", "watch"]
+
+
+def watch(
+    broker: BrokerOpt = None,
+    ca_file: CaFileOpt = None,
+    cert_file: CertFileOpt = None,
+    key_file: KeyFileOpt = None,
+    tls_insecure: TlsInsecureOpt = False,
+    match: MatchFilterOpt = "+",
+    root: RootOpt = DEFAULT_ROOT,
+    qos: QosOpt = 1,
+    exit_at_full_time: Annotated[
+        bool,
+        typer.Option(
+            "--exit-at-full-time",
+            help="Exit at the full time of the match (--match) in a run that is live when the "
+            "watch joins or starts after; a finished state retained by an earlier run, or a "
+            "replay stopped before full time, does not end it.",
+        ),
+    ] = False,
+    protocol: ProtocolOpt = "auto",
+    client: ClientOpt = ClientKind.aiomqtt,
+    log_format: LogFmtOpt = "auto",
+    verbose: VerboseOpt = 0,
+) -> None:
+    """Live terminal scoreboard and ticker (broker default: the embedded one on 127.0.0.1:1883)."""
+    setup_logs(log_format, verbose, quiet_default=sys.stdout.isatty())
+    checked_protocol = parse_protocol(protocol)
+    url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure) or (
+        BrokerURL(DEFAULT_HOST, DEFAULT_EMBEDDED_PORT),
+    )
+    topics = parse_topics(root)
+    match = match_filter(match)
+    if exit_at_full_time and match == "+":
+        fail("--exit-at-full-time needs --match MATCH_ID", 2)
+    view = TerminalView()
+
+    async def go() -> dict[str, MatchState]:
+        await reach_broker(url)
+        with view:
+            async with asyncio.TaskGroup() as tg:
+                if match != "+":
+                    hint = tg.create_task(
+                        say_when_absent(url, topics, match, lambda: bool(view.board.states), 5.0)
+                    )
+                replayers = tg.create_task(follow_replayers(url, topics, view.replayer_status))
+                try:
+                    return await run_watch(
+                        url,
+                        [view.subscriber],
+                        topics=topics,
+                        match_filter=match,
+                        qos=qos,
+                        protocol=checked_protocol,
+                        client=client,
+                        until_finished={match} if exit_at_full_time else None,
+                    )
+                finally:
+                    replayers.cancel()
+                    if match != "+":
+                        hint.cancel()
+
+    run_until_interrupted(go)  # Ctrl-C is how a watch ends: exit 0
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``watch`` to ``app``."""
+    app.command()(watch)

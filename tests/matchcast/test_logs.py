@@ -1,0 +1,76 @@
+"""``--log-format json``: every line on the stream is JSON, the libraries' lines too."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+
+import pytest
+import structlog
+
+from matchcast import redact
+from matchcast.logs import configure_logging
+
+
+@pytest.fixture
+def out() -> Iterator[io.StringIO]:
+    """A stream the logging is configured onto for one test, then put back."""
+    config, root = structlog.get_config(), logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    stream = io.StringIO()
+    try:
+        yield stream
+    finally:
+        structlog.configure(**config)
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        redact.forget_all()
+
+
+def _boom() -> None:
+    raise RuntimeError("boom")
+
+
+def test_library_lines_are_json_objects_like_ours(out: io.StringIO) -> None:
+    configure_logging("json", "INFO", stream=out)
+    structlog.get_logger().warning("replay.started", match_id="m1")
+    logging.getLogger("aiohttp.server").warning("Error handling request from %s", "10.0.0.1")
+    try:
+        _boom()
+    except RuntimeError:
+        logging.getLogger("aiomqtt").exception("Task exception was never retrieved")
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [line["event"] for line in lines] == [
+        "replay.started",
+        "Error handling request from 10.0.0.1",
+        "Task exception was never retrieved",
+    ]
+    library = lines[1]
+    assert (library["logger"], library["level"]) == ("aiohttp.server", "warning")
+    assert "timestamp" in library
+    assert lines[2]["exception"][0]["exc_type"] == "RuntimeError"
+
+
+def test_library_lines_are_redacted_and_printable(out: io.StringIO) -> None:
+    redact.remember("lib-Secret-99")
+    configure_logging("json", "INFO", stream=out)
+    logging.getLogger("paho").warning("login %s refused on \x1b[2J", "lib-Secret-99")
+    (line,) = [json.loads(x) for x in out.getvalue().splitlines()]
+    assert "lib-Secret-99" not in line["event"] and "\x1b" not in line["event"]
+
+
+def test_a_second_configuration_replaces_the_first(out: io.StringIO) -> None:
+    """Called again (tests, a command after the import-time default), the last stream and
+    format hold, and a library line is written once."""
+    configure_logging("console", "INFO", stream=io.StringIO())
+    configure_logging("json", "INFO", stream=out)
+    logging.getLogger("aiohttp.access").warning("refused")
+    assert [json.loads(x)["event"] for x in out.getvalue().splitlines()] == ["refused"]
+
+
+def test_library_info_stays_quiet_unless_debugging(out: io.StringIO) -> None:
+    configure_logging("json", "INFO", stream=out)
+    logging.getLogger("aiohttp.access").info("GET / 200")
+    assert out.getvalue() == ""
