@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-from matchcast.channels import CHANNELS
 
 from events import (
     DEFAULT_ROOT,
@@ -18,7 +17,8 @@ from events import (
     TopicSpec,
     topic_spec,
 )
-from matchcast.mqtt import WillSpec
+from matchcast.contract.channels import CHANNELS
+from matchcast.transport.connection import WillSpec
 from simulator import ReplayOptions
 
 _REPO = Path(__file__).resolve().parent.parent
