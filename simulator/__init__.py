@@ -19,9 +19,12 @@ from simulator._files import (
 )
 from simulator._generate import BASE_RATE, expected_goals, simulate_match
 from simulator._matchfile import (
+    INCIDENT_MODELS,
     CardIncident,
     Competition,
     DisallowedIncident,
+    Expansion,
+    GoalDisallowedIncident,
     GoalIncident,
     Incident,
     Kickoff,
@@ -67,6 +70,7 @@ __all__ = [
     "DEFAULT_MATCH",
     "FAULTS",
     "IMPORT_FILE",
+    "INCIDENT_MODELS",
     "LOAD_REPORT",
     "MATCH_FILE",
     "RECORDING",
@@ -81,8 +85,10 @@ __all__ = [
     "Competition",
     "DisallowedIncident",
     "Emission",
+    "Expansion",
     "Fault",
     "FileKind",
+    "GoalDisallowedIncident",
     "GoalIncident",
     "Incident",
     "Kickoff",
