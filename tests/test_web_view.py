@@ -35,8 +35,11 @@ ROWS = {
 }
 
 
-@pytest.mark.parametrize("event", example_events(), ids=lambda e: e.type)
+@pytest.mark.parametrize(
+    "event", [e for e in example_events() if e.type in ROWS], ids=lambda e: e.type
+)
 def test_each_example_reads_on_the_page_as_before(event: Event) -> None:
+    """The types the script once worded (a newer type's words are its own tests')."""
     state = apply(MatchState.new(event.match_id), event)
     row = ticker_row(event, state)
     expected = ROWS[event.type]
