@@ -58,6 +58,9 @@ __all__ = [
     "Substitution",
     "TeamCode",
     "TeamRef",
+    "VarDecision",
+    "VarReview",
+    "VarReviewed",
 ]
 
 #: A replay run's identity: its start, in milliseconds since the Unix epoch (0: unknown, as
@@ -74,7 +77,7 @@ RunId = Annotated[
 ]
 
 #: Version of the wire schema, ``MAJOR.MINOR``. See docs/wire-format.md for the rule.
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 MatchId = Annotated[
     str,
@@ -488,6 +491,68 @@ class ReplayStopped(BaseEvent):
         )
 
 
+#: What a VAR review checked: the four situations the video assistant referee may review.
+VarReviewed = Literal["goal", "penalty", "red_card", "mistaken_identity"]
+#: What the referee decided after the review.
+VarDecision = Literal[
+    "goal_awarded",
+    "goal_disallowed",
+    "penalty_awarded",
+    "penalty_cancelled",
+    "red_card",
+    "red_card_cancelled",
+    "no_change",
+]
+_VAR_REVIEWED = {
+    "goal": "goal",
+    "penalty": "penalty",
+    "red_card": "red card",
+    "mistaken_identity": "mistaken identity",
+}
+_VAR_DECISIONS = {
+    "goal_awarded": "goal given",
+    "goal_disallowed": "no goal",
+    "penalty_awarded": "penalty given",
+    "penalty_cancelled": "no penalty",
+    "red_card": "red card",
+    "red_card_cancelled": "no red card",
+    "no_change": "the decision stands",
+}
+
+
+class VarReview(BaseEvent):
+    """A video assistant referee (VAR) review of a goal, a penalty, a red card or a player's
+    identity, and the referee's decision after it (1.3). It changes no score or card by itself:
+    what the decision changes follows as an event of its own (a ``goal_disallowed``, ...)."""
+
+    added_in = "1.3"
+    example = Example(
+        seq=100,
+        clock=MatchClock.at(84),
+        at=83.6,
+        fields={
+            "team": "RED",
+            "player": "Tom Carter",
+            "reviewed": "goal",
+            "decision": "goal_disallowed",
+            "reason": "offside in the build-up",
+        },
+    )
+
+    type: Literal["var_review"] = "var_review"
+    team: TeamCode = Field(description="The team whose goal, penalty or player is reviewed")
+    player: str | None = Field(default=None, min_length=1, description="The player, where one")
+    reviewed: VarReviewed = Field(description="What the VAR checked")
+    decision: VarDecision = Field(description="The referee's decision after the review")
+    reason: str | None = Field(default=None, description="Why, for a person: 'offside'")
+
+    def describe(self, state: MatchState) -> Said:
+        who = f"{self.player} ({self.team})" if self.player else self.team
+        why = f" ({self.reason})" if self.reason else ""
+        checked = _VAR_REVIEWED[self.reviewed].capitalize()
+        return Said("VAR", f"{checked} review, {who}: {_VAR_DECISIONS[self.decision]}{why}")
+
+
 # ---------------------------------------------------------------- the union
 
 #: Every event type, for the type checker: add a new type's class here too (a test fails when
@@ -503,7 +568,8 @@ Event = Annotated[
     | Substitution
     | ShootoutKick
     | FullTime
-    | ReplayStopped,
+    | ReplayStopped
+    | VarReview,
     Field(discriminator="type"),
 ]
 

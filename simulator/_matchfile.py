@@ -39,6 +39,9 @@ from events import (
     Substitution,
     TeamCode,
     TeamRef,
+    VarDecision,
+    VarReview,
+    VarReviewed,
 )
 from simulator._files import MATCH_FILE, load_input
 from simulator._shootout import decided_at
@@ -61,6 +64,7 @@ __all__ = [
     "Source",
     "SubstitutionIncident",
     "Team",
+    "VarReviewIncident",
     "Venue",
     "load_match",
     "parse_match",
@@ -279,6 +283,30 @@ class SubstitutionIncident(_Incident):
         )
 
 
+class VarReviewIncident(_Incident):
+    """A VAR review and the referee's decision. It changes nothing by itself: a goal ruled out
+    after it is a ``goal_disallowed`` incident of its own, a card a ``card``."""
+
+    becomes = "`var_review`"
+
+    type: Literal["var_review"] = "var_review"
+    team: TeamCode = Field(description="whose goal, penalty or player")
+    player: str | None = Field(default=None, min_length=1)
+    reviewed: VarReviewed
+    decision: VarDecision
+    reason: str | None = None
+
+    def events(self, play: Expansion) -> Iterator[Event]:
+        yield VarReview(
+            **play.envelope(),
+            team=self.team,
+            player=self.player,
+            reviewed=self.reviewed,
+            decision=self.decision,
+            reason=self.reason,
+        )
+
+
 #: Every kind of incident a timeline holds: add a new kind's class here too (a test fails when
 #: a subclass of ``_Incident`` is missing). The order is the docs'.
 Incident = Annotated[
@@ -286,7 +314,8 @@ Incident = Annotated[
     | GoalDisallowedIncident
     | PossessionIncident
     | CardIncident
-    | SubstitutionIncident,
+    | SubstitutionIncident
+    | VarReviewIncident,
     Field(discriminator="type"),
 ]
 #: The classes of :data:`Incident`, in its order.
