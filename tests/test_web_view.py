@@ -5,6 +5,7 @@ label and the goals' labels. These are the words the page's script used to compu
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +124,12 @@ async def test_frames_carry_the_view_and_the_row() -> None:
     assert tick["ticker"] is None and tick["line"] is None and tick["view"]["clock"] == "1H 1'"
     snapshot = hub._snapshot_frame(state).data.decode()
     assert json.loads(snapshot.split("data: ", 1)[1])["view"]["clock"] == "1H 1'"
+
+
+def test_the_pages_script_knows_no_event_type_and_no_football_words() -> None:
+    """The words moved to the server must not grow back in app.js: it reads no event's
+    ``type`` and holds none of the ticker's, the clock's or the status pill's words."""
+    js = (Path(__file__).parents[1] / "matchcast" / "web" / "static" / "app.js").read_text()
+    assert ".type" not in js
+    for word in ("KICK-OFF", "HALF TIME", "NO GOAL", "FULL TIME", '"1H"', '"ET1"', "Not started"):
+        assert word not in js, word
