@@ -1,4 +1,4 @@
-"""The built-in scoreboard subscriber (score state), and the commentary line of each event."""
+"""The built-in scoreboard subscriber (score state), and the terminal's line of an event."""
 
 from __future__ import annotations
 
@@ -6,74 +6,19 @@ from collections.abc import Callable
 
 from consumers._subscriber import Subscriber, on, on_state, on_stop
 from consumers.printable import printable
-from events import (
-    Card,
-    ClockTick,
-    Event,
-    FullTime,
-    Goal,
-    GoalDisallowed,
-    KickOff,
-    MatchState,
-    Period,
-    PeriodEnd,
-    Possession,
-    ReplayStopped,
-    ShootoutKick,
-    Substitution,
-)
+from events import Event, MatchState
 
 __all__ = ["Scoreboard", "commentary"]
 
 
-def _score(state: MatchState) -> str:
-    codes = [t.code for t in (state.home, state.away) if t] or list(state.score)
-    return "-".join(str(state.score.get(c, 0)) for c in codes)
-
-
 def commentary(event: Event, state: MatchState) -> str | None:
-    """One line for a ticker, e.g. ``90+2'  GOAL  Lautaro Martínez (ARG)  2-1``; None for ticks."""
-    c = event.clock.label
-    match event:
-        case KickOff():
-            if event.clock.period is Period.FIRST_HALF:
-                return f"{c:<7}KICK-OFF  {event.home.name} v {event.away.name}"
-            return f"{c:<7}KICK-OFF  {event.clock.period.short} under way"
-        case ClockTick():
-            return None
-        case PeriodEnd():
-            what = (
-                "HALF TIME"
-                if event.clock.period is Period.FIRST_HALF
-                else f"END OF {event.clock.period.short}"
-            )
-            return f"{c:<7}{what}  {state.scoreline}"
-        case Goal():
-            how = {"penalty": " (pen)", "own_goal": " (o.g.)"}.get(event.method or "", "")
-            return f"{c:<7}GOAL  {event.scorer} ({event.team}){how}  {_score(state)}"
-        case GoalDisallowed():
-            why = f": {event.reason}" if event.reason else ""
-            return f"{c:<7}NO GOAL  {event.team} goal ruled out{why}  {_score(state)}"
-        case Possession():
-            shares = "  ".join(f"{t} {v:.0f}%" for t, v in event.share.items())
-            span = f" {event.since.label}-{c}" if event.since else ""  # the stretch it covers
-            return f"{c:<7}POSSESSION{span}  {shares}"
-        case Card():
-            return (
-                f"{c:<7}{event.card.replace('_', ' ').upper()} CARD  {event.player} ({event.team})"
-            )
-        case Substitution():
-            return f"{c:<7}SUB  {event.team}: {event.player_on} on, {event.player_off} off"
-        case ShootoutKick():
-            result = "scores" if event.scored else "misses"
-            pens = "-".join(str(v) for v in event.shootout.values())
-            return f"{'PEN':<7}{event.taker} ({event.team}) {result}  {pens}"
-        case FullTime():
-            return f"{c:<7}FULL TIME  {state.scoreline}"
-        case ReplayStopped():
-            why = "interrupted" if event.reason == "interrupted" else "replayer error"
-            return f"{c:<7}REPLAY STOPPED ({why})  {state.scoreline}: not a final score"
-    return None  # pragma: no cover
+    """One line for a ticker, e.g. ``90+2'  GOAL  Lautaro Martínez (ARG)  2-1``; None for ticks.
+
+    The words are the event type's own (``events``: each model's ``describe``), so the terminal
+    and the page say the same thing.
+    """
+    said = event.commentary(state)
+    return None if said is None else said.terminal
 
 
 class Scoreboard(Subscriber):

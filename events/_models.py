@@ -1,26 +1,46 @@
-"""The events on the wire: one frozen pydantic model per kind, a tagged union on ``type``.
+"""The events on the wire: one frozen pydantic model per type, a tagged union on ``type``.
 
 Every event carries the envelope of :class:`BaseEvent`: schema version, match id, the run it
 belongs to, a per-match sequence number (1, 2, 3, ... contiguous within a run), the match
 clock, and the wall time it was emitted.
+
+**An event type is declared once, here, in its class**: its fields, the schema version that
+added it (``added_in``), how it reads in a ticker (:meth:`BaseEvent.describe`: the terminal line
+and the page's badge and text), the CSS class of its row on the page (``style``), and an
+example payload where the bundled semi-final has none (``example``). Everything else is built
+from :data:`EVENT_MODELS`: the codec, the wire examples, the docs, the AsyncAPI document,
+the terminal and browser tickers. Only :data:`Event`, the static union the type checker needs,
+repeats the list, at the end of this file; ``tests/test_event_registry.py`` fails when the two
+disagree. The reducer (events/_state.py) changes only for a type that changes the state.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Literal
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, get_args
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
-from events._clock import MatchClock
+from events._clock import MatchClock, Period
+
+if TYPE_CHECKING:
+    from events._state import GoalRecord, MatchState
 
 __all__ = [
+    "EVENT_MODELS",
+    "GOAL_METHOD_NAMES",
     "SCHEMA_VERSION",
     "BaseEvent",
     "Card",
     "ClockTick",
+    "Commentary",
     "Event",
     "EventAdapter",
+    "Example",
     "FullTime",
     "Goal",
     "GoalDisallowed",
@@ -32,11 +52,15 @@ __all__ = [
     "Possession",
     "ReplayStopped",
     "RunId",
+    "Said",
     "Score",
     "ShootoutKick",
     "Substitution",
     "TeamCode",
     "TeamRef",
+    "VarDecision",
+    "VarReview",
+    "VarReviewed",
 ]
 
 #: A replay run's identity: its start, in milliseconds since the Unix epoch (0: unknown, as
@@ -53,7 +77,7 @@ RunId = Annotated[
 ]
 
 #: Version of the wire schema, ``MAJOR.MINOR``. See docs/wire-format.md for the rule.
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 
 MatchId = Annotated[
     str,
@@ -70,6 +94,10 @@ TeamCode = Annotated[
 #: Goals per team, keyed by team code.
 Score = dict[TeamCode, Annotated[int, Field(ge=0)]]
 GoalMethod = Literal["open_play", "header", "penalty", "free_kick", "own_goal"]
+#: How the page names a goal's method ("" for open play, which needs no word).
+GOAL_METHOD_NAMES: Mapping[str, str] = MappingProxyType(
+    {"header": "header", "penalty": "penalty", "free_kick": "free kick", "own_goal": "own goal"}
+)
 
 
 class _Frozen(BaseModel):
@@ -97,8 +125,107 @@ class MatchInfo(_Frozen):
     )
 
 
+# ---------------------------------------------------------------- what a type declares
+
+
+@dataclass(frozen=True, slots=True)
+class Said:
+    """What an event says in a ticker, as its type's :meth:`BaseEvent.describe` returns it.
+
+    Attributes:
+        kind: the page's badge: ``GOAL``, ``YELLOW CARD``.
+        text: the page's text beside the badge.
+        line: the terminal's line after the minute column; ``"{kind}  {text}"`` when None.
+    """
+
+    kind: str
+    text: str
+    line: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Commentary:
+    """How one event reads in a ticker: the terminal's line and the page's row.
+
+    Built by :meth:`BaseEvent.commentary` from the type's :class:`Said` and ``style``, so the
+    terminal ticker (``consumers.commentary``) and the page (which gets it in its server-sent
+    frames) say the same thing without a second copy of the words.
+
+    Attributes:
+        minute: the minute column: ``55'``, ``90+2'``, ``PEN``.
+        kind: the page's badge.
+        text: the page's text.
+        line: the terminal's line after the minute column.
+        style: the CSS class of the page's row (matchcast/web/static/style.css).
+    """
+
+    minute: str
+    kind: str
+    text: str
+    line: str
+    style: str
+
+    @property
+    def terminal(self) -> str:
+        """The terminal ticker's whole line: ``90+2'  GOAL  Lautaro Martínez (ARG)  2-1``."""
+        return f"{self.minute:<7}{self.line}"
+
+    def page(self) -> dict[str, str]:
+        """The page's ticker row, as the server sends it: minute, kind, text and style."""
+        return {"minute": self.minute, "kind": self.kind, "text": self.text, "style": self.style}
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """An example of an event type the bundled semi-final does not have: its own fields, at a
+    point of a made-up match (``matchcast.contract.wire_examples`` adds the envelope).
+
+    Attributes:
+        seq: its seq in the made-up match.
+        clock: its place on the match clock.
+        at: minutes of play after kickoff when it is due (breaks are added to it).
+        fields: the fields of its type, beyond the envelope.
+        earlier_run_ms: how much earlier its run started than the made-up match's (an event
+            of an earlier run: negative).
+    """
+
+    seq: int
+    clock: MatchClock
+    at: float
+    fields: Mapping[str, object]
+    earlier_run_ms: int = 0
+
+
+def short_score(state: MatchState) -> str:
+    """The goals alone, home first: ``2-1``."""
+    codes = [t.code for t in (state.home, state.away) if t] or list(state.score)
+    return "-".join(str(state.score.get(c, 0)) for c in codes)
+
+
+def page_score(state: MatchState) -> str:
+    """The score as the page says it: ``ARG 2-1 ENG``; empty while the two teams are unknown."""
+    codes = [t.code for t in (state.home, state.away) if t] if state.home and state.away else []
+    codes = codes or list(state.score)
+    if len(codes) < 2:
+        return ""
+    h, a = codes[0], codes[1]
+    return f"{h} {state.score.get(h, 0)}-{state.score.get(a, 0)} {a}"
+
+
+def percent(value: float) -> int:
+    """A share rounded as the page always rounded it (half up, not to even)."""
+    return math.floor(value + 0.5)
+
+
 class BaseEvent(_Frozen):
     """The envelope every event carries."""
+
+    #: The schema version that added the type; SCHEMA_VERSION is never below any type's.
+    added_in: ClassVar[str] = "1.0"
+    #: The CSS class of its row in the page's ticker; its ``type`` when None.
+    style: ClassVar[str | None] = None
+    #: Its example payload, for a type the bundled semi-final does not have.
+    example: ClassVar[Example | None] = None
 
     schema_version: str = Field(
         default=SCHEMA_VERSION, pattern=r"^\d+\.\d+$", description="Wire schema MAJOR.MINOR"
@@ -115,6 +242,31 @@ class BaseEvent(_Frozen):
         description="Wall time it was due; latency is measured from here, not from emitted_at",
     )
 
+    @classmethod
+    def event_type(cls) -> str:
+        """The ``type`` this model carries on the wire."""
+        return str(cls.model_fields["type"].default)
+
+    def describe(self, state: MatchState) -> Said | None:
+        """What the event says in a ticker, given the state after it; None: nothing (ticks)."""
+        return None
+
+    def commentary(self, state: MatchState) -> Commentary | None:
+        """Its ticker row and line, given the state after it; None for a silent event."""
+        said = self.describe(state)
+        if said is None:
+            return None
+        return Commentary(
+            minute=self.clock.label,
+            kind=said.kind,
+            text=said.text,
+            line=said.line if said.line is not None else f"{said.kind}  {said.text}",
+            style=self.style or self.event_type(),
+        )
+
+
+# ---------------------------------------------------------------- the event types
+
 
 class KickOff(BaseEvent):
     """A period starts: the kickoff (period 1) or the restart after a break."""
@@ -125,6 +277,11 @@ class KickOff(BaseEvent):
     info: MatchInfo | None = Field(
         default=None, description="Competition, stage, venue, kickoff, where known (1.2)"
     )
+
+    def describe(self, state: MatchState) -> Said:
+        if self.clock.period is Period.FIRST_HALF:
+            return Said("KICK-OFF", f"{self.home.name} v {self.away.name}")
+        return Said("KICK-OFF", f"{self.clock.period.short} under way")
 
 
 class ClockTick(BaseEvent):
@@ -139,6 +296,11 @@ class PeriodEnd(BaseEvent):
     type: Literal["period_end"] = "period_end"
     score: Score
 
+    def describe(self, state: MatchState) -> Said:
+        period = self.clock.period
+        what = "HALF TIME" if period is Period.FIRST_HALF else f"END OF {period.short}"
+        return Said(what, page_score(state), f"{what}  {state.scoreline}")
+
 
 class Goal(BaseEvent):
     """A goal, with the score after it."""
@@ -151,15 +313,55 @@ class Goal(BaseEvent):
     detail: str | None = Field(default=None, description="Free text: 'header from five yards'")
     score: Score = Field(description="Score after the goal")
 
+    def describe(self, state: MatchState) -> Said:
+        how = GOAL_METHOD_NAMES.get(self.method or "", "")
+        tag = {"penalty": " (pen)", "own_goal": " (o.g.)"}.get(self.method or "", "")
+        return Said(
+            "GOAL",
+            f"{self.scorer} ({self.team}){f', {how}' if how else ''}. {page_score(state)}",
+            f"GOAL  {self.scorer} ({self.team}){tag}  {short_score(state)}",
+        )
+
+    @classmethod
+    def recalled(cls, goal: GoalRecord) -> Commentary:
+        """The row of a goal the page learns from a state snapshot (it joined after it)."""
+        return Commentary(
+            minute=goal.clock.label,
+            kind="GOAL",
+            text=f"{goal.scorer} ({goal.team})",
+            line=f"GOAL  {goal.scorer} ({goal.team})",
+            style=cls.style or cls.event_type(),
+        )
+
 
 class GoalDisallowed(BaseEvent):
     """An earlier goal is retracted after review; the score goes back."""
+
+    example = Example(
+        seq=101,
+        clock=MatchClock.at(84),
+        at=83.9,
+        fields={
+            "goal_id": "carter-83",
+            "team": "RED",
+            "reason": "offside in the build-up, after a VAR review",
+            "score": {"RED": 1, "BLU": 1},
+        },
+    )
 
     type: Literal["goal_disallowed"] = "goal_disallowed"
     goal_id: str = Field(min_length=1, description="The goal_id of the retracted Goal")
     team: TeamCode
     reason: str | None = None
     score: Score = Field(description="Score after the retraction")
+
+    def describe(self, state: MatchState) -> Said:
+        why = f": {self.reason}" if self.reason else ""
+        return Said(
+            "NO GOAL",
+            f"{self.team} goal ruled out{why}. {page_score(state)}",
+            f"NO GOAL  {self.team} goal ruled out{why}  {short_score(state)}",
+        )
 
 
 class Possession(BaseEvent):
@@ -169,33 +371,82 @@ class Possession(BaseEvent):
     share: dict[TeamCode, Annotated[float, Field(ge=0, le=100)]]
     since: MatchClock | None = Field(default=None, description="Start of the stretch measured")
 
+    def describe(self, state: MatchState) -> Said:
+        c = self.clock.label
+        shares = ", ".join(f"{t} {percent(v)}%" for t, v in self.share.items())
+        terminal = "  ".join(f"{t} {v:.0f}%" for t, v in self.share.items())
+        span = f" {self.since.label}-{c}" if self.since else ""  # the stretch it covers
+        over = f" over {self.since.label}\u2013{c}" if self.since else ""
+        return Said("POSSESSION", f"{shares}{over}", f"POSSESSION{span}  {terminal}")
+
 
 class Card(BaseEvent):
     """A booking or a sending-off."""
+
+    example = Example(
+        seq=81,
+        clock=MatchClock.at(67),
+        at=66.4,
+        fields={"team": "BLU", "player": "Jonas Berg", "card": "yellow"},
+    )
 
     type: Literal["card"] = "card"
     team: TeamCode
     player: str = Field(min_length=1)
     card: Literal["yellow", "second_yellow", "red"]
 
+    def describe(self, state: MatchState) -> Said:
+        return Said(f"{self.card.replace('_', ' ').upper()} CARD", f"{self.player} ({self.team})")
+
 
 class Substitution(BaseEvent):
     """One player replaces another."""
+
+    example = Example(
+        seq=88,
+        clock=MatchClock.at(72),
+        at=71.25,
+        fields={"team": "RED", "player_off": "Luca Moretti", "player_on": "Sami Haddad"},
+    )
 
     type: Literal["substitution"] = "substitution"
     team: TeamCode
     player_off: str = Field(min_length=1)
     player_on: str = Field(min_length=1)
 
+    def describe(self, state: MatchState) -> Said:
+        return Said("SUB", f"{self.team}: {self.player_on} on, {self.player_off} off")
+
 
 class ShootoutKick(BaseEvent):
     """One kick of a penalty shoot-out, with the shoot-out score after it."""
+
+    example = Example(
+        seq=163,
+        clock=MatchClock(period=Period.PENALTIES, minute=120),
+        at=134.0,
+        fields={
+            "team": "BLU",
+            "taker": "Jonas Berg",
+            "scored": True,
+            "shootout": {"RED": 2, "BLU": 3},
+        },
+    )
 
     type: Literal["shootout_kick"] = "shootout_kick"
     team: TeamCode
     taker: str = Field(min_length=1)
     scored: bool
     shootout: Score
+
+    def describe(self, state: MatchState) -> Said:
+        result = "scores" if self.scored else "misses"
+        pens = "-".join(str(v) for v in self.shootout.values())
+        return Said(
+            "PENALTY",
+            f"{self.taker} ({self.team}) {result}",
+            f"{self.taker} ({self.team}) {result}  {pens}",
+        )
 
 
 class FullTime(BaseEvent):
@@ -206,10 +457,23 @@ class FullTime(BaseEvent):
     shootout: Score | None = None
     winner: TeamCode | None = Field(default=None, description="None for a draw")
 
+    def describe(self, state: MatchState) -> Said:
+        return Said("FULL TIME", page_score(state), f"FULL TIME  {state.scoreline}")
+
 
 class ReplayStopped(BaseEvent):
     """The replay stopped before full time (interrupted, or ended by an error); the clock is
     where it stopped. No event of its run follows (1.2)."""
+
+    added_in = "1.2"
+    #: An earlier run of the made-up match, stopped by Ctrl-C in the second half.
+    example = Example(
+        seq=64,
+        clock=MatchClock.at(52),
+        at=51.7,
+        fields={"reason": "interrupted"},
+        earlier_run_ms=-3_600_000,
+    )
 
     type: Literal["replay_stopped"] = "replay_stopped"
     reason: Literal["interrupted", "error"] = Field(
@@ -217,7 +481,82 @@ class ReplayStopped(BaseEvent):
     )
     detail: str | None = Field(default=None, description="What failed, for a person")
 
+    def describe(self, state: MatchState) -> Said:
+        why = "interrupted" if self.reason == "interrupted" else "replayer error"
+        page = " (replayer error)" if self.reason == "error" else ""
+        return Said(
+            "REPLAY STOPPED",
+            f"{page_score(state)}: not a final score{page}",
+            f"REPLAY STOPPED ({why})  {state.scoreline}: not a final score",
+        )
 
+
+#: What a VAR review checked: the four situations the video assistant referee may review.
+VarReviewed = Literal["goal", "penalty", "red_card", "mistaken_identity"]
+#: What the referee decided after the review.
+VarDecision = Literal[
+    "goal_awarded",
+    "goal_disallowed",
+    "penalty_awarded",
+    "penalty_cancelled",
+    "red_card",
+    "red_card_cancelled",
+    "no_change",
+]
+_VAR_REVIEWED = {
+    "goal": "goal",
+    "penalty": "penalty",
+    "red_card": "red card",
+    "mistaken_identity": "mistaken identity",
+}
+_VAR_DECISIONS = {
+    "goal_awarded": "goal given",
+    "goal_disallowed": "no goal",
+    "penalty_awarded": "penalty given",
+    "penalty_cancelled": "no penalty",
+    "red_card": "red card",
+    "red_card_cancelled": "no red card",
+    "no_change": "the decision stands",
+}
+
+
+class VarReview(BaseEvent):
+    """A video assistant referee (VAR) review of a goal, a penalty, a red card or a player's
+    identity, and the referee's decision after it (1.3). It changes no score or card by itself:
+    what the decision changes follows as an event of its own (a ``goal_disallowed``, ...)."""
+
+    added_in = "1.3"
+    example = Example(
+        seq=100,
+        clock=MatchClock.at(84),
+        at=83.6,
+        fields={
+            "team": "RED",
+            "player": "Tom Carter",
+            "reviewed": "goal",
+            "decision": "goal_disallowed",
+            "reason": "offside in the build-up",
+        },
+    )
+
+    type: Literal["var_review"] = "var_review"
+    team: TeamCode = Field(description="The team whose goal, penalty or player is reviewed")
+    player: str | None = Field(default=None, min_length=1, description="The player, where one")
+    reviewed: VarReviewed = Field(description="What the VAR checked")
+    decision: VarDecision = Field(description="The referee's decision after the review")
+    reason: str | None = Field(default=None, description="Why, for a person: 'offside'")
+
+    def describe(self, state: MatchState) -> Said:
+        who = f"{self.player} ({self.team})" if self.player else self.team
+        why = f" ({self.reason})" if self.reason else ""
+        checked = _VAR_REVIEWED[self.reviewed].capitalize()
+        return Said("VAR", f"{checked} review, {who}: {_VAR_DECISIONS[self.decision]}{why}")
+
+
+# ---------------------------------------------------------------- the union
+
+#: Every event type, for the type checker: add a new type's class here too (a test fails when
+#: this and :data:`EVENT_MODELS` disagree). The order is the docs' and the AsyncAPI's.
 Event = Annotated[
     KickOff
     | ClockTick
@@ -229,9 +568,14 @@ Event = Annotated[
     | Substitution
     | ShootoutKick
     | FullTime
-    | ReplayStopped,
+    | ReplayStopped
+    | VarReview,
     Field(discriminator="type"),
 ]
+
+#: Every event model, in the order of :data:`Event`: the registry the codec, examples, docs
+#: and tickers are built from.
+EVENT_MODELS: tuple[type[BaseEvent], ...] = get_args(get_args(Event)[0])
 
 #: Validates and serialises the :data:`Event` union; built once, at import.
 EventAdapter: TypeAdapter[Event] = TypeAdapter(Event)

@@ -4,8 +4,9 @@ Every topic matchcast uses is one :class:`TopicSpec` in :data:`TOPIC_TREE`: its 
 under the root, who publishes it and who reads it, what it holds, and the MQTT flags it is
 published with. Everything else is built from it: :class:`Topics` (building and parsing
 names), the replayer's and the last will's QoS and retain defaults, the AsyncAPI document
-(``matchcast.asyncapi``), the channels the contract documents (``matchcast.channels``) and
-docs/wire-format.md. Adding a topic is one entry here and one method on :class:`Topics`.
+(``matchcast.contract.asyncapi``), the channels the contract documents
+(``matchcast.contract.channels``) and docs/wire-format.md. Adding a topic is one entry here
+and one method on :class:`Topics`.
 
 Under a root (default ``matchcast``; ``matchcast load`` uses ``matchcast-load``)::
 

@@ -288,7 +288,7 @@ class _Cast:
     def disallowed(self, m: _Moment, own: _Squad, other: _Squad) -> dict[str, Any] | None:
         if id(m) not in self.goal_ids:
             return None  # the goal found no scorer
-        return {"type": "disallowed", "goal": self.goal_ids[id(m)], "reason": m.detail}
+        return {"type": "goal_disallowed", "goal": self.goal_ids[id(m)], "reason": m.detail}
 
     def card(self, m: _Moment, own: _Squad, other: _Squad) -> dict[str, Any] | None:
         # A booked player takes care: a second booking is rare, as on real pitches.
@@ -391,7 +391,7 @@ def simulate_match(
     squads = (_Squad(home), _Squad(away))
     timeline = _Cast(sim, squads).incidents()
     score = {home: 0, away: 0}
-    ruled_out = {i["goal"] for i in timeline if i["type"] == "disallowed"}
+    ruled_out = {i["goal"] for i in timeline if i["type"] == "goal_disallowed"}
     for inc in timeline:
         if inc["type"] == "goal" and inc["id"] not in ruled_out:
             score[inc["team"]] += 1

@@ -5,35 +5,54 @@ A match file (YAML or JSON) describes one match: who, where, when, the structure
 comes from (``source``): a published ``article``, imported ``data``, a ``simulated`` match, or an
 ``assumption`` made because the sources are silent. The replayer expands the file into the full
 event stream: kickoff, a clock tick for every minute, the incidents, half time, full time.
+
+**A kind of incident is declared once, here, in its class**: its fields, what it is in the docs
+(``becomes``), and the events it becomes on the wire (``events``). :data:`Incident`, the union
+a timeline holds, lists the classes (``tests/test_event_registry.py`` checks it names every
+one); ``simulator._timeline`` places each incident's events in the stream and knows no kind.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from events import (
     PERIOD_BOUNDS,
+    Card,
+    Event,
+    Goal,
+    GoalDisallowed,
     GoalMethod,
     MatchClock,
     MatchFileError,
     MatchId,
     Period,
+    Possession,
     Score,
+    Substitution,
     TeamCode,
     TeamRef,
+    VarDecision,
+    VarReview,
+    VarReviewed,
 )
 from simulator._files import MATCH_FILE, load_input
 from simulator._shootout import decided_at
 
 __all__ = [
+    "INCIDENT_MODELS",
     "CardIncident",
     "Competition",
     "DisallowedIncident",
+    "Expansion",
+    "GoalDisallowedIncident",
     "GoalIncident",
     "Incident",
     "Kickoff",
@@ -45,6 +64,7 @@ __all__ = [
     "Source",
     "SubstitutionIncident",
     "Team",
+    "VarReviewIncident",
     "Venue",
     "load_match",
     "parse_match",
@@ -116,7 +136,25 @@ class PeriodSpec(_Fact):
     added_minutes: int = Field(ge=0, le=30)
 
 
+@dataclass(slots=True)
+class Expansion:
+    """What an incident's events are built from, as ``simulator.expand`` walks the timeline.
+
+    Attributes:
+        score: goals so far, per team; an incident that changes the score changes it here.
+        goals: the goals so far by id, for an incident that names one.
+        envelope: the next event's envelope (match, seq, clock, time); each call takes a seq.
+    """
+
+    score: dict[str, int]
+    goals: dict[str, GoalIncident]
+    envelope: Callable[[], dict[str, Any]]
+
+
 class _Incident(_Fact):
+    #: What it becomes on the wire, for the docs' table of incidents.
+    becomes: ClassVar[str]
+
     minute: int = Field(ge=1, le=120, description="Regulation minute label (90 in 90+2')")
     added: int = Field(default=0, ge=0, le=30, description="Added minute (2 in 90+2')")
     second: int = Field(
@@ -131,57 +169,157 @@ class _Incident(_Fact):
         """The incident's place on the match clock."""
         return MatchClock.at(self.minute, self.added, self.period)
 
+    def events(self, play: Expansion) -> Iterator[Event]:
+        """The events it becomes, in order; updates ``play`` as it goes."""
+        raise NotImplementedError  # pragma: no cover - every kind of incident has its own
+
 
 class GoalIncident(_Incident):
     """A goal. For an own goal, ``team`` is the team credited and ``scorer`` the opponent."""
 
+    becomes = "`goal`, with the score after it"
+
     type: Literal["goal"] = "goal"
-    id: str | None = Field(default=None, description="Referenced by a disallowed incident")
-    team: TeamCode
+    id: str | None = Field(default=None, description="needed to retract it")
+    team: TeamCode = Field(description="credited")
     scorer: str = Field(min_length=1)
     method: GoalMethod | None = None
     detail: str | None = None
 
+    def events(self, play: Expansion) -> Iterator[Event]:
+        base = play.envelope()
+        play.score[self.team] += 1
+        goal_id = self.id or f"goal-{base['seq']}"
+        play.goals[goal_id] = self
+        yield Goal(
+            **base,
+            goal_id=goal_id,
+            team=self.team,
+            scorer=self.scorer,
+            method=self.method,
+            detail=self.detail,
+            score=dict(play.score),
+        )
 
-class DisallowedIncident(_Incident):
-    """A goal retracted after review; names the goal by its ``id``."""
 
-    type: Literal["disallowed"] = "disallowed"
-    goal: str = Field(description="id of the retracted goal")
+class GoalDisallowedIncident(_Incident):
+    """A goal retracted after review; names the goal by its ``id``.
+
+    ``disallowed``, the type's first name, is still read (and written back as
+    ``goal_disallowed``, the name of the event it becomes).
+    """
+
+    becomes = "`goal_disallowed`, with the score after it"
+
+    type: Literal["goal_disallowed", "disallowed"] = "goal_disallowed"
+    goal: str = Field(description="the `id` of the goal")
     reason: str | None = None
+
+    @field_validator("type")
+    @classmethod
+    def _wire_name(cls, _value: str) -> Literal["goal_disallowed"]:
+        return "goal_disallowed"
+
+    def events(self, play: Expansion) -> Iterator[Event]:
+        goal = play.goals[self.goal]
+        play.score[goal.team] -= 1
+        yield GoalDisallowed(
+            **play.envelope(),
+            goal_id=self.goal,
+            team=goal.team,
+            reason=self.reason,
+            score=dict(play.score),
+        )
+
+
+#: The old name of :class:`GoalDisallowedIncident`.
+DisallowedIncident = GoalDisallowedIncident
 
 
 class PossessionIncident(_Incident):
     """Possession shares over a stretch of play."""
 
+    becomes = "`possession`"
+
     type: Literal["possession"] = "possession"
-    share: dict[TeamCode, Annotated[float, Field(ge=0, le=100)]]
+    share: dict[TeamCode, Annotated[float, Field(ge=0, le=100)]] = Field(
+        description="percent per team"
+    )
     since_minute: int | None = Field(default=None, ge=1, le=120)
     since_added: int = Field(default=0, ge=0)
+
+    def events(self, play: Expansion) -> Iterator[Event]:
+        since = MatchClock.at(self.since_minute, self.since_added) if self.since_minute else None
+        yield Possession(**play.envelope(), share=dict(self.share), since=since)
 
 
 class CardIncident(_Incident):
     """A yellow, second yellow or red card."""
+
+    becomes = "`card`"
 
     type: Literal["card"] = "card"
     team: TeamCode
     player: str = Field(min_length=1)
     card: Literal["yellow", "second_yellow", "red"]
 
+    def events(self, play: Expansion) -> Iterator[Event]:
+        yield Card(**play.envelope(), team=self.team, player=self.player, card=self.card)
+
 
 class SubstitutionIncident(_Incident):
     """A substitution."""
+
+    becomes = "`substitution`"
 
     type: Literal["substitution"] = "substitution"
     team: TeamCode
     player_off: str = Field(min_length=1)
     player_on: str = Field(min_length=1)
 
+    def events(self, play: Expansion) -> Iterator[Event]:
+        yield Substitution(
+            **play.envelope(), team=self.team, player_off=self.player_off, player_on=self.player_on
+        )
 
+
+class VarReviewIncident(_Incident):
+    """A VAR review and the referee's decision. It changes nothing by itself: a goal ruled out
+    after it is a ``goal_disallowed`` incident of its own, a card a ``card``."""
+
+    becomes = "`var_review`"
+
+    type: Literal["var_review"] = "var_review"
+    team: TeamCode = Field(description="whose goal, penalty or player")
+    player: str | None = Field(default=None, min_length=1)
+    reviewed: VarReviewed
+    decision: VarDecision
+    reason: str | None = None
+
+    def events(self, play: Expansion) -> Iterator[Event]:
+        yield VarReview(
+            **play.envelope(),
+            team=self.team,
+            player=self.player,
+            reviewed=self.reviewed,
+            decision=self.decision,
+            reason=self.reason,
+        )
+
+
+#: Every kind of incident a timeline holds: add a new kind's class here too (a test fails when
+#: a subclass of ``_Incident`` is missing). The order is the docs'.
 Incident = Annotated[
-    GoalIncident | DisallowedIncident | PossessionIncident | CardIncident | SubstitutionIncident,
+    GoalIncident
+    | GoalDisallowedIncident
+    | PossessionIncident
+    | CardIncident
+    | SubstitutionIncident
+    | VarReviewIncident,
     Field(discriminator="type"),
 ]
+#: The classes of :data:`Incident`, in its order.
+INCIDENT_MODELS: tuple[type[_Incident], ...] = get_args(get_args(Incident)[0])
 
 
 class ShootoutKickSpec(_Fact):
@@ -268,7 +406,7 @@ class Match(_Spec):
             if isinstance(inc, PossessionIncident) and set(inc.share) - codes:
                 problems.append(f"{where}.share: unknown team(s) {sorted(set(inc.share) - codes)}")
         for i, inc in enumerate(self.timeline):
-            if isinstance(inc, DisallowedIncident) and inc.goal not in goal_ids:
+            if isinstance(inc, GoalDisallowedIncident) and inc.goal not in goal_ids:
                 problems.append(f"timeline.{i}.goal: no goal has id {inc.goal!r}")
         for i, kick in enumerate(self.shootout):
             if kick.team not in codes:
@@ -359,7 +497,7 @@ class Match(_Spec):
 
     def score_after(self, period: Period) -> dict[str, int]:
         """Goals counted up to the end of ``period``, less the disallowed ones."""
-        disallowed = {i.goal for i in self.timeline if isinstance(i, DisallowedIncident)}
+        disallowed = {i.goal for i in self.timeline if isinstance(i, GoalDisallowedIncident)}
         score = Counter({self.home.code: 0, self.away.code: 0})
         for inc in self.timeline:
             if not isinstance(inc, GoalIncident) or (inc.id is not None and inc.id in disallowed):

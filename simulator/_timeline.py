@@ -3,43 +3,33 @@
 The file lists the periods and the incidents; the stream adds what every match has: a kickoff
 for each period, a clock tick at the start of every minute played (added minutes included),
 the end of each period, the shoot-out kicks, and full time. Events are numbered 1, 2, 3, ...
-in the order they happen, and each carries the score after it where it has one.
+in the order they happen, and each carries the score after it where it has one. What an
+incident becomes is its own (``Incident.events``, simulator/_matchfile.py): this module only
+places its events on the clock.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from events import (
     PERIOD_BOUNDS,
-    Card,
     ClockTick,
     Event,
     FullTime,
-    Goal,
-    GoalDisallowed,
     KickOff,
     MatchClock,
     MatchInfo,
     MatchState,
     Period,
     PeriodEnd,
-    Possession,
     ShootoutKick,
-    Substitution,
     apply,
 )
-from simulator._matchfile import (
-    CardIncident,
-    DisallowedIncident,
-    GoalIncident,
-    Incident,
-    Match,
-    PossessionIncident,
-    SubstitutionIncident,
-)
+from simulator._matchfile import Expansion, Incident, Match
 
 __all__ = ["Scheduled", "expand", "state_before"]
 
@@ -103,7 +93,7 @@ def _generate(match: Match) -> Iterator[Scheduled]:
     home, away = match.home.ref(), match.away.ref()
     info = match_info(match)
     score = {home.code: 0, away.code: 0}
-    goals_by_id: dict[str, GoalIncident] = {}
+    play = Expansion(score=score, goals={}, envelope=dict)  # envelope: set per incident
     seq = 0
     play_s = 0.0
     breaks = 0
@@ -141,8 +131,9 @@ def _generate(match: Match) -> Iterator[Scheduled]:
             incidents = sorted(by_minute.get(clock.sort_key, []), key=lambda p: (p[1].second, p[0]))
             for _, inc in incidents:
                 at = tick_at + inc.second
-                event = _incident_event(inc, common(clock, at), score, goals_by_id, match)
-                yield Scheduled(at, breaks, event)
+                play.envelope = functools.partial(common, clock, at)
+                for event in inc.events(play):
+                    yield Scheduled(at, breaks, event)
         play_s = start + len(minutes) * 60
         end_clock = minutes[-1]
         if period is not last_period or any(p.period is Period.PENALTIES for p in match.periods):
@@ -182,45 +173,6 @@ def _generate(match: Match) -> Iterator[Scheduled]:
             winner=match.winner,
         ),
     )
-
-
-def _incident_event(
-    inc: Incident,
-    base: dict[str, object],
-    score: dict[str, int],
-    goals_by_id: dict[str, GoalIncident],
-    match: Match,
-) -> Event:
-    match inc:
-        case GoalIncident():
-            score[inc.team] += 1
-            goal_id = inc.id or f"goal-{base['seq']}"
-            goals_by_id[goal_id] = inc
-            return Goal(
-                **base,
-                goal_id=goal_id,
-                team=inc.team,
-                scorer=inc.scorer,
-                method=inc.method,
-                detail=inc.detail,
-                score=dict(score),
-            )
-        case DisallowedIncident():
-            goal = goals_by_id[inc.goal]
-            score[goal.team] -= 1
-            return GoalDisallowed(
-                **base, goal_id=inc.goal, team=goal.team, reason=inc.reason, score=dict(score)
-            )
-        case PossessionIncident():
-            since = MatchClock.at(inc.since_minute, inc.since_added) if inc.since_minute else None
-            return Possession(**base, share=dict(inc.share), since=since)
-        case CardIncident():
-            return Card(**base, team=inc.team, player=inc.player, card=inc.card)
-        case SubstitutionIncident():
-            return Substitution(
-                **base, team=inc.team, player_off=inc.player_off, player_on=inc.player_on
-            )
-    raise AssertionError(f"unhandled incident {inc!r} in {match.match_id}")  # pragma: no cover
 
 
 def state_before(match: Match, stream: list[Scheduled], index: int) -> MatchState:

@@ -116,7 +116,7 @@ DEEP = [
     _deep(400, "dict"),
     _deep(100_000, "list"),
     b'{"schema_version":"1.0","type":"goal","match_id":"m1","x":' + _deep(1000, "list") + b"}",
-    b'{"schema_version":"1.9","type":"var_review","x":' + _deep(1000, "dict") + b"}",
+    b'{"schema_version":"1.9","type":"cooling_break","x":' + _deep(1000, "dict") + b"}",
     b"[" * 5000,  # never closed
 ]
 

@@ -14,7 +14,7 @@ import pytest
 from events import MatchFileError, Period, replay_state
 from simulator import (
     BASE_RATE,
-    DisallowedIncident,
+    GoalDisallowedIncident,
     Match,
     dump_match,
     expand,
@@ -114,7 +114,7 @@ def test_cards_substitutions_and_ruled_out_goals_come_at_real_rates(
         1 for m in average_matches for i in m.timeline if i.type == "card" and i.card != "yellow"
     )
     assert 0.06 <= reds / n <= 0.2
-    ruled_out = sum(any(i.type == "disallowed" for i in m.timeline) for m in average_matches)
+    ruled_out = sum(any(i.type == "goal_disallowed" for i in m.timeline) for m in average_matches)
     assert 0.06 <= ruled_out / n <= 0.14
 
 
@@ -182,7 +182,7 @@ def test_a_ruled_out_goal_is_retracted_and_replays_to_the_result() -> None:
     """The disallowed incident names its goal, and the stream folds to the recorded score."""
     candidates = (simulate_match(s) for s in range(100))
     match = next(
-        m for m in candidates if any(isinstance(i, DisallowedIncident) for i in m.timeline)
+        m for m in candidates if any(isinstance(i, GoalDisallowedIncident) for i in m.timeline)
     )
     stream = [s.event for s in expand(match)]
     retracted = next(e for e in stream if e.type == "goal_disallowed")

@@ -155,7 +155,7 @@ def test_schema_command_prints_the_match_file_schema() -> None:
     assert result.code == 0
     schema = json.loads(result.stdout)
     assert {"timeline", "periods", "shootout", "result"} <= set(schema["properties"])
-    assert "DisallowedIncident" in schema["$defs"]
+    assert "GoalDisallowedIncident" in schema["$defs"]
 
 
 def test_the_documented_example_is_a_valid_match_that_replays_as_described() -> None:

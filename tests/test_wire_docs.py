@@ -11,10 +11,12 @@ from events import decode_command, decode_event, decode_reply, decode_state
 from matchcast.contract.channels import CHANNELS
 from matchcast.contract.status import ReplayerStatus
 from matchcast.contract.wire_docs import (
+    MATCH_FORMAT_PATH,
     PAYLOAD_MARK,
     REGENERATE,
     WIRE_FORMAT_PATH,
     main,
+    render_match_format,
     render_wire_format,
 )
 from matchcast.contract.wire_examples import EVENT_TYPES
@@ -66,3 +68,13 @@ def test_doc_names_every_topic(committed: str) -> None:
 def test_check_mode_finds_nothing_stale(capsys: pytest.CaptureFixture[str]) -> None:
     """`python -m matchcast.contract.wire_docs --check` agrees that the committed files are current."""
     assert main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_the_match_formats_table_of_incidents_is_generated() -> None:
+    """docs/match-format.md lists every kind of incident, as their classes declare them."""
+    from simulator import INCIDENT_MODELS
+
+    text = (REPO / MATCH_FORMAT_PATH).read_text()
+    assert text == render_match_format(text), f"{MATCH_FORMAT_PATH} is stale: run `{REGENERATE}`"
+    for model in INCIDENT_MODELS:
+        assert f"| `{model.model_fields['type'].default}`" in text

@@ -203,12 +203,12 @@ def test_a_newer_minor_is_read_with_its_unknown_fields_ignored() -> None:
 
 
 def test_a_newer_minors_unknown_event_type_is_skippable_not_invalid() -> None:
-    """``var_review`` of 1.9: UnknownEventTypeError with its envelope, not a plain rejection."""
-    payload = _newer(REPO / FIXTURE_DIR / SCHEMA_VERSION / "goal.json", type="var_review")
+    """``cooling_break`` of 1.9: UnknownEventTypeError with its envelope, not a plain rejection."""
+    payload = _newer(REPO / FIXTURE_DIR / SCHEMA_VERSION / "goal.json", type="cooling_break")
     with pytest.raises(UnknownEventTypeError) as caught:
         decode_event(payload, topic="t")
     err = caught.value
-    assert (err.event_type, err.version, err.topic) == ("var_review", f"{MAJOR}.9", "t")
+    assert (err.event_type, err.version, err.topic) == ("cooling_break", f"{MAJOR}.9", "t")
     original = json.loads((REPO / FIXTURE_DIR / SCHEMA_VERSION / "goal.json").read_text())
     assert (err.match_id, err.seq, err.run) == (
         original["match_id"],
@@ -221,7 +221,7 @@ def test_a_newer_minors_unknown_event_type_is_skippable_not_invalid() -> None:
     ("changes", "reason"),
     [
         ({"extra_field": 1}, "extra_field"),  # strict at its own minor
-        ({"type": "var_review"}, "var_review"),  # an unknown type of its own minor is invalid
+        ({"type": "cooling_break"}, "cooling_break"),  # an unknown type of its own minor is invalid
     ],
 )
 def test_this_minors_payloads_are_still_validated_strictly(
@@ -236,7 +236,7 @@ def test_this_minors_payloads_are_still_validated_strictly(
 
 def test_a_newer_minors_unknown_type_with_a_bad_envelope_is_rejected() -> None:
     data = json.loads((REPO / FIXTURE_DIR / SCHEMA_VERSION / "goal.json").read_text())
-    data.update(schema_version=f"{MAJOR}.9", type="var_review", seq=0)
+    data.update(schema_version=f"{MAJOR}.9", type="cooling_break", seq=0)
     with pytest.raises(DecodeError, match="seq") as caught:
         decode_event(json.dumps(data).encode())
     assert not isinstance(caught.value, UnknownEventTypeError)

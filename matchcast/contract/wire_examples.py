@@ -3,9 +3,9 @@
 Real events where the bundled semi-final has one: the first event of each type in the stream
 ``simulator.expand`` makes of it, with the timestamps a live replay would add (``scheduled_at``
 the nominal time, ``emitted_at`` a few milliseconds later), so every run gives the same bytes.
-The semi-final has no card, substitution, disallowed goal, shoot-out or stopped replay: those
-come from a made-up match (:data:`CONSTRUCTED_MATCH_ID`), built through the models so they are
-validated.
+A type the semi-final does not have (a card, a substitution, a shoot-out kick, ...) declares
+its own example on its model (``example``, see events/_models.py): it is placed in a made-up
+match (:data:`CONSTRUCTED_MATCH_ID`) and built through the model, so it is validated.
 """
 
 from __future__ import annotations
@@ -14,19 +14,14 @@ import datetime as dt
 import typing
 
 from events import (
-    Card,
+    EVENT_MODELS,
     ControlCommand,
     ControlReply,
     Event,
     EventAdapter,
-    GoalDisallowed,
-    MatchClock,
     MatchPlayback,
     MatchState,
     Period,
-    ReplayStopped,
-    ShootoutKick,
-    Substitution,
     Topics,
     replay_state,
 )
@@ -46,10 +41,7 @@ __all__ = [
 ]
 
 #: Every event type, in the order of the :data:`events.Event` union.
-EVENT_TYPES: tuple[str, ...] = tuple(
-    typing.get_args(m.model_fields["type"].annotation)[0]
-    for m in typing.get_args(typing.get_args(Event)[0])
-)
+EVENT_TYPES: tuple[str, ...] = tuple(m.event_type() for m in EVENT_MODELS)
 #: How late after its nominal time an example event is stamped as emitted.
 PUBLISH_DELAY = dt.timedelta(milliseconds=3)
 #: The made-up match of the event types the semi-final does not have.
@@ -76,53 +68,26 @@ def _semifinal() -> list[Event]:
 
 
 def _constructed() -> list[Event]:
-    def common(seq: int, clock: MatchClock, play_minutes: float) -> dict[str, object]:
-        # A 15-minute half-time break sits before the second half's minutes.
-        breaks = 15 if clock.period >= Period.SECOND_HALF else 0
-        due = _CONSTRUCTED_KICKOFF + dt.timedelta(minutes=play_minutes + breaks)
-        return {
+    """The examples the models declare, in the made-up match; a 15-minute half-time break sits
+    before the second half's minutes."""
+    events: list[Event] = []
+    for model in EVENT_MODELS:
+        example = model.example
+        if example is None:
+            continue
+        breaks = 15 if example.clock.period >= Period.SECOND_HALF else 0
+        due = _CONSTRUCTED_KICKOFF + dt.timedelta(minutes=example.at + breaks)
+        envelope = {
+            "type": model.event_type(),
             "match_id": CONSTRUCTED_MATCH_ID,
-            "run": _CONSTRUCTED_RUN,
-            "seq": seq,
-            "clock": clock,
+            "run": _CONSTRUCTED_RUN + example.earlier_run_ms,
+            "seq": example.seq,
+            "clock": example.clock,
             "scheduled_at": due,
             "emitted_at": due + PUBLISH_DELAY,
         }
-
-    shootout_clock = MatchClock(period=Period.PENALTIES, minute=120)
-    return [
-        Card(
-            **common(81, MatchClock.at(67), 66.4),
-            team="BLU",
-            player="Jonas Berg",
-            card="yellow",
-        ),
-        Substitution(
-            **common(88, MatchClock.at(72), 71.25),
-            team="RED",
-            player_off="Luca Moretti",
-            player_on="Sami Haddad",
-        ),
-        GoalDisallowed(
-            **common(101, MatchClock.at(84), 83.9),
-            goal_id="carter-83",
-            team="RED",
-            reason="offside in the build-up, after a VAR review",
-            score={"RED": 1, "BLU": 1},
-        ),
-        ShootoutKick(
-            **common(163, shootout_clock, 134.0),
-            team="BLU",
-            taker="Jonas Berg",
-            scored=True,
-            shootout={"RED": 2, "BLU": 3},
-        ),
-        # An earlier run of the same match, stopped by Ctrl-C in the second half.
-        ReplayStopped(
-            **{**common(64, MatchClock.at(52), 51.7), "run": _CONSTRUCTED_RUN - 3_600_000},
-            reason="interrupted",
-        ),
-    ]
+        events.append(EventAdapter.validate_python({**envelope, **example.fields}))
+    return events
 
 
 def example_events() -> list[Event]:
@@ -131,8 +96,11 @@ def example_events() -> list[Event]:
     for event in _semifinal() + _constructed():
         first.setdefault(event.type, event)
     missing = set(EVENT_TYPES) - set(first)
-    if missing:  # pragma: no cover - a new event type needs an example here
-        raise RuntimeError(f"no example of event type(s) {sorted(missing)}: add one above")
+    if missing:  # pragma: no cover - a new event type needs an example on its model
+        raise RuntimeError(
+            f"no example of event type(s) {sorted(missing)}: the semi-final has none, so give "
+            "the model one (``example = Example(...)``, events/_models.py)"
+        )
     return [first[t] for t in EVENT_TYPES]
 
 

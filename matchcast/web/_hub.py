@@ -8,10 +8,11 @@ reconnects with ``Last-Event-ID`` to resume from where it got to.
 
 Every frame is a server-sent event encoded once and shared by all browsers of the match:
 
-- ``event: state`` with ``id: <last_seq>``: ``{"state": ...}``, the snapshot a browser starts
-  from (also pushed to everyone after the runner resynchronises on a gap);
-- ``event: update`` with ``id: <seq>``: ``{"event": ..., "state": ..., "line": ...}``, the event,
-  the state after it and its ticker line (None for clock ticks);
+- ``event: state`` with ``id: <last_seq>``: ``{"state": ..., "view": ...}``, the snapshot a
+  browser starts from (also pushed to everyone after the runner resynchronises on a gap);
+- ``event: update`` with ``id: <seq>``: ``{"event": ..., "state": ..., "view": ..., "ticker":
+  ..., "line": ...}``, the event, the state after it, the event's ticker row for the page and
+  its terminal line (both None for clock ticks);
 - ``event: matches`` (no id, so it never moves a browser's resume point): the match picker's
   whole list, sent once, first, to each new browser;
 - ``event: match`` (no id): one match of the picker's list, added or changed (score, status).
@@ -19,6 +20,11 @@ Every frame is a server-sent event encoded once and shared by all browsers of th
   does not grow with the number of matches.
 - ``event: replayer`` (no id): ``{"match_id": ..., "status": "online" | "offline"}``, whether the
   match's replayer runs (offline: it stopped, or died and its last will said so).
+
+``view`` is what the page shows of the state that is not a field of it (the clock display, the
+status label, the goals' labels, the ticker a joining page starts with) and ``ticker`` the
+event's row (minute, kind, text, style): see :mod:`matchcast.web._view`. The page's script has
+no football of its own.
 """
 
 from __future__ import annotations
@@ -32,8 +38,8 @@ from typing import Literal
 
 import structlog
 
-from consumers import commentary
 from events import Event, MatchState, encode_event, encode_state
+from matchcast.web._view import STATUS_LABELS, page_view
 
 __all__ = ["Client", "Frame", "Hub", "HubStats", "MatchSummary"]
 
@@ -72,6 +78,7 @@ def summary(state: MatchState) -> MatchSummary:
         "away": state.away.model_dump() if state.away else None,
         "score": dict(state.score),
         "status": state.status,
+        "status_label": STATUS_LABELS.get(state.status, state.status),
     }
 
 
@@ -189,16 +196,20 @@ class Hub:
         """An event and the state after it: remember it and send it to the match's browsers."""
         channel = self._channel(event.match_id)
         channel.state = state
-        line = commentary(event, state)
+        said = event.commentary(state)
+        extras = {
+            "view": page_view(state),
+            "ticker": None if said is None else said.page(),
+            "line": None if said is None else said.terminal,
+        }
         payload = b"".join(
             (
                 b'{"event":',
                 encode_event(event),
                 b',"state":',
                 encode_state(state),
-                b',"line":',
-                json.dumps(line, ensure_ascii=False).encode(),
-                b"}",
+                b",",
+                json.dumps(extras, ensure_ascii=False).encode()[1:],
             )
         )
         frame = Frame(sse("update", payload, event.seq), event.seq, self.now())
@@ -309,7 +320,8 @@ class Hub:
         return Frame(sse("replayer", payload), None, self.now())
 
     def _snapshot_frame(self, state: MatchState) -> Frame:
-        payload = b'{"state":' + encode_state(state) + b"}"
+        view = json.dumps(page_view(state), ensure_ascii=False).encode()
+        payload = b'{"state":' + encode_state(state) + b',"view":' + view + b"}"
         return Frame(sse("state", payload, state.last_seq), state.last_seq, self.now())
 
     def _fan_out(self, clients: set[Client], frame: Frame) -> None:

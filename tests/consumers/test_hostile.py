@@ -55,7 +55,7 @@ CORPUS: list[bytes] = [
     b'{"schema_version": "1.1", "type": "goal", "seq": NaN}',
     b'{"schema_version": "99.0"}',
     b'{"schema_version": ["1", "1"]}',
-    b'{"schema_version": "1.9", "type": "var_review", "match_id": "x", "seq": -1}',
+    b'{"schema_version": "1.9", "type": "cooling_break", "match_id": "x", "seq": -1}',
     b'{"schema_version": "1.9", "type": {"a": 1}}',
     GOOD.replace(MATCH.encode(), b"other-match"),  # match id not the topic's
     GOOD.replace(b'"seq":1', b'"seq":999999999'),  # implausible jump

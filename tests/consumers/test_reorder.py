@@ -344,7 +344,7 @@ async def test_the_window_is_set_on_the_runner_and_checked() -> None:
 async def test_an_unknown_type_that_fills_the_gap_releases_the_events_behind_it() -> None:
     sub, seen = recorder()
     data = json.loads(encode_event(ev(2)))
-    data.update(schema_version="1.9", type="var_review")
+    data.update(schema_version="1.9", type="cooling_break")
     review = Message(Topics().events(MATCH), json.dumps(data).encode(), qos=1)
     async with Harness(sub) as h:
         await h.send(ev(1), ev(3), review)

@@ -173,20 +173,20 @@ def _newer_minor(event: Event, **changes: object) -> Message:
 
 
 async def test_a_newer_minors_unknown_event_type_is_skipped_in_place() -> None:
-    """1.9 sends ``var_review`` as seq 11 and an extra field on seq 12: counted and skipped,
+    """1.9 sends ``cooling_break`` as seq 11 and an extra field on seq 12: counted and skipped,
     no dead letter, no gap, and the events around it handled."""
     sub, seen = recorder()
     shifted = [e.model_copy(update={"seq": e.seq + 1}) for e in EVENTS[10:20]]
-    review = _newer_minor(EVENTS[10], type="var_review")
+    pause = _newer_minor(EVENTS[10], type="cooling_break")
     async with Harness(sub) as h:
         await send_pairs(h, EVENTS[:10], STATES[:10])
-        await h.send(review, _newer_minor(shifted[0]), *shifted[1:])
+        await h.send(pause, _newer_minor(shifted[0]), *shifted[1:])
     assert event_seqs(seen) == [*range(1, 11), *range(12, 22)]
     assert h.stats.unknown_skipped == 1
     assert (h.stats.gaps, h.stats.rejected, h.stats.dead_lettered) == (0, 0, 0)
     [skipped] = h.logged("event.unknown_skipped")
     assert (skipped["event_type"], skipped["schema_version"], skipped["seq"]) == (
-        "var_review",
+        "cooling_break",
         "1.9",
         11,
     )

@@ -4,19 +4,20 @@
 // entry of that list, added or changed). EventSource reconnects by itself
 // and sends Last-Event-ID, so the server resumes the stream where this page left it.
 // `replayer` says whether the match's replayer runs (offline: it stopped or died).
+// The words come from the server: each state's `view` (clock, status label, goals' labels, the
+// ticker a joining page starts with) and each event's `ticker` row (minute, kind, text, style),
+// the same words as the terminal ticker's. This script draws; it knows no event type.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const PERIOD = { 1: "1H", 2: "2H", 3: "ET1", 4: "ET2", 5: "PEN" };
-const STATUS = { scheduled: "Not started", live: "Live", half_time: "Half time", break: "Break", finished: "Full time", stopped: "Replay stopped" };
 // A match still under way: one whose replayer is offline is left hanging.
 const RUNNING = new Set(["scheduled", "live", "half_time", "break"]);
-const METHOD = { header: "header", penalty: "penalty", free_kick: "free kick", own_goal: "own goal" };
 const TICKER_MAX = 200;
 
 let source = null;
 let current = new URLSearchParams(location.search).get("match");
 let state = null;
+let view = null; // what the server says the page shows of `state`
 let matches = [];
 let replayerOffline = false;
 
@@ -33,16 +34,6 @@ function el(tag, attrs = {}, ...children) {
 function codes(s) {
   if (s && s.home && s.away) return [s.home.code, s.away.code];
   return s ? Object.keys(s.score || {}) : [];
-}
-
-function displayClock(s) {
-  if (!s) return "--";
-  if (s.status === "finished") return "FT";
-  if (s.status === "half_time") return "HT";
-  if (s.status === "scheduled" || !s.clock) return "--";
-  if (s.status === "break") return "BREAK";
-  const at = `${PERIOD[s.clock.period] || ""} ${s.clock.label}`;
-  return s.status === "stopped" ? `at ${at}` : at;
 }
 
 function teamName(s, code) {
@@ -74,15 +65,15 @@ function render() {
   score.dataset.score = `${hs}-${as}`;
   score.setAttribute("aria-label", h && a ? `${teamName(s, h)} ${hs}, ${teamName(s, a)} ${as}` : `${hs}-${as}`);
   const offline = replayerOffline && RUNNING.has(s.status);
-  $("status").textContent = offline ? "Replayer offline" : STATUS[s.status] || s.status;
+  $("status").textContent = offline ? "Replayer offline" : view.status;
   $("status").dataset.status = offline ? "offline" : s.status;
   $("status").title = offline ? "Its replayer stopped or died: no more events are coming"
     : s.status === "stopped" ? "The replay stopped before full time: not a final score" : "";
   renderAbout(s);
-  $("clock").textContent = displayClock(s);
+  $("clock").textContent = view.clock;
   $("clock").hidden = CLOCK_IS_STATUS.has(s.status);
   renderShootout(s, h, a);
-  document.title = h && a ? `${h} ${hs}-${as} ${a} · ${displayClock(s)} · matchcast` : "matchcast · live";
+  document.title = h && a ? `${h} ${hs}-${as} ${a} · ${view.clock} · matchcast` : "matchcast · live";
   $("match-id").textContent = `Match ${s.match_id}`;
   renderGoals(s, h);
   renderPossession(s, h, a);
@@ -110,27 +101,22 @@ function renderShootout(s, h, a) {
     : `Penalties ${h} ${ph}-${pa} ${a}`;
 }
 
-function goalHow(g) {
-  return METHOD[g.method] || "";
-}
-
 function renderGoals(s, home) {
   const list = $("goals");
   const sides = { home: $("home-goals"), away: $("away-goals") };
   list.replaceChildren();
   sides.home.replaceChildren();
   sides.away.replaceChildren();
-  for (const g of s.goals) {
+  s.goals.forEach((g, i) => {
     const side = g.team === home ? "home" : "away";
-    const how = goalHow(g);
+    const { how, tag } = view.goals[i];
     list.append(el("li", { class: side, "data-seq": g.seq },
       el("span", { class: "min" }, g.clock.label),
       el("span", { class: "team-tag", title: teamName(s, g.team) }, g.team),
-      el("span", { class: "who" }, g.scorer, ...(g.detail || how ? [el("span", { class: "how" }, g.detail || how)] : [])),
+      el("span", { class: "who" }, g.scorer, ...(how ? [el("span", { class: "how" }, how)] : [])),
     ));
-    const tag = g.method === "penalty" ? " (pen)" : g.method === "own_goal" ? " (o.g.)" : "";
     sides[side].append(el("li", { "data-team": g.team }, el("strong", {}, g.scorer), " ", el("span", { class: "gmin" }, `${g.clock.label}${tag}`)));
-  }
+  });
   $("goals-empty").hidden = s.goals.length > 0;
   $("scorers").hidden = s.goals.length === 0;
 }
@@ -149,57 +135,19 @@ function renderPossession(s, h, a) {
   // The shares cover one stretch of play (the semi-final's 88/12 is 55'-86'), not the match.
   // From the state (1.2), which a late joiner has too; else from the possession event seen.
   const until = s.possession_until, since = s.possession_since;
-  const fromState = until ? (since ? `${since.label}–${until.label}` : `to ${until.label}`) : null;
-  const span = fromState || s.possessionSpan || "over a stretch of play";
+  const span = until ? (since ? `${since.label}–${until.label}` : `to ${until.label}`) : "over a stretch of play";
   $("poss-bar").setAttribute("aria-label", `Possession ${span}: ${teamName(s, h)} ${ph}%, ${teamName(s, a)} ${pa}%`);
   $("poss-span").textContent = span;
 }
 
 // ------------------------------------------------------------------ ticker
 
-function tickerItem(ev, s, line) {
-  const c = ev.clock.label;
-  switch (ev.type) {
-    case "clock": return null;
-    case "kick_off":
-      return ev.clock.period === 1
-        ? ["KICK-OFF", `${ev.home.name} v ${ev.away.name}`]
-        : ["KICK-OFF", `${PERIOD[ev.clock.period] || "Next period"} under way`];
-    case "period_end":
-      return [ev.clock.period === 1 ? "HALF TIME" : `END OF ${PERIOD[ev.clock.period]}`, scoreline(s)];
-    case "goal": {
-      const how = goalHow(ev);
-      return ["GOAL", `${ev.scorer} (${ev.team})${how ? `, ${how}` : ""}. ${scoreline(s)}`];
-    }
-    case "goal_disallowed":
-      return ["NO GOAL", `${ev.team} goal ruled out${ev.reason ? `: ${ev.reason}` : ""}. ${scoreline(s)}`];
-    case "possession":
-      return ["POSSESSION", `${Object.entries(ev.share).map(([t, v]) => `${t} ${Math.round(v)}%`).join(", ")}${ev.since ? ` over ${ev.since.label}–${c}` : ""}`];
-    case "card":
-      return [`${ev.card.replace("_", " ").toUpperCase()} CARD`, `${ev.player} (${ev.team})`];
-    case "substitution":
-      return ["SUB", `${ev.team}: ${ev.player_on} on, ${ev.player_off} off`];
-    case "shootout_kick":
-      return ["PENALTY", `${ev.taker} (${ev.team}) ${ev.scored ? "scores" : "misses"}`];
-    case "full_time":
-      return ["FULL TIME", scoreline(s)];
-    case "replay_stopped":
-      return ["REPLAY STOPPED", `${scoreline(s)}: not a final score${ev.reason === "error" ? " (replayer error)" : ""}`];
-    default:
-      return line ? ["", line.replace(c, "").trim()] : null;
-  }
-}
-
-function scoreline(s) {
-  const [h, a] = codes(s);
-  return h && a ? `${h} ${s.score[h] ?? 0}-${s.score[a] ?? 0} ${a}` : "";
-}
-
-function addTicker(minute, kind, text, cls, fresh) {
+// One row of the ticker, as the server words it: { minute, kind, text, style }.
+function addTicker(row, fresh) {
   const list = $("ticker");
-  const item = el("li", { class: `${cls}${fresh ? " fresh" : ""}` },
-    el("span", { class: "min" }, minute),
-    el("span", {}, ...(kind ? [el("span", { class: "kind" }, kind)] : []), text));
+  const item = el("li", { class: `${row.style}${fresh ? " fresh" : ""}` },
+    el("span", { class: "min" }, row.minute),
+    el("span", {}, ...(row.kind ? [el("span", { class: "kind" }, row.kind)] : []), row.text));
   list.prepend(item);
   while (list.children.length > TICKER_MAX) list.lastElementChild.remove();
   $("ticker-empty").hidden = true;
@@ -219,37 +167,35 @@ function setConn(kind, text) {
 }
 
 function onState(e) {
-  const s = JSON.parse(e.data).state;
+  const { state: s, view: v } = JSON.parse(e.data);
   const first = !state || state.match_id !== s.match_id;
-  state = Object.assign(s, { possessionSpan: state && state.match_id === s.match_id ? state.possessionSpan : null });
+  state = s;
+  view = v;
   if (first) {
     resetTicker();
-    for (const g of s.goals) addTicker(g.clock.label, "GOAL", `${g.scorer} (${g.team})`, "goal", false);
-    if (s.status !== "scheduled") {
-      const note = s.status === "finished" ? "final score"
-        : s.status === "stopped" ? "the replay stopped here" : "following live from here";
-      addTicker(displayClock(s).split(" ").pop(), "JOINED", `${scoreline(s)}: ${note}`, "joined", false);
-    }
+    for (const row of v.joined) addTicker(row, false);
   }
   render();
 }
 
+// A goal, or a goal taken back: the score flashes.
+function scoreChanged(prev, s) {
+  return prev && prev.match_id === s.match_id && codes(s).some((c) => (prev.score[c] ?? 0) !== (s.score[c] ?? 0));
+}
+
 function onUpdate(e) {
-  const { event: ev, state: s, line } = JSON.parse(e.data);
+  const { state: s, view: v, ticker } = JSON.parse(e.data);
   const prev = state;
-  const span = ev.type === "possession"
-    ? (ev.since ? `${ev.since.label}–${ev.clock.label}` : `to ${ev.clock.label}`)
-    : prev && prev.match_id === s.match_id ? prev.possessionSpan : null;
-  state = Object.assign(s, { possessionSpan: span });
-  if (ev.type === "goal" || ev.type === "goal_disallowed") {
+  state = s;
+  view = v;
+  if (scoreChanged(prev, s)) {
     const score = $("score");
     score.classList.remove("flash");
     void score.offsetWidth; // restart the animation
     score.classList.add("flash");
   }
   render();
-  const item = tickerItem(ev, s, line);
-  if (item) addTicker(ev.clock.label, item[0], item[1], ev.type, true);
+  if (ticker) addTicker(ticker, true);
 }
 
 function onReplayer(e) {
@@ -283,7 +229,7 @@ function onMatch(e) {
 
 function pickerOption(m) {
   const [h, a] = m.home && m.away ? [m.home.code, m.away.code] : Object.keys(m.score);
-  const label = h && a ? `${h} ${m.score[h] ?? 0}-${m.score[a] ?? 0} ${a} · ${STATUS[m.status] || m.status}` : m.match_id;
+  const label = h && a ? `${h} ${m.score[h] ?? 0}-${m.score[a] ?? 0} ${a} · ${m.status_label || m.status}` : m.match_id;
   return el("option", { value: m.match_id }, label);
 }
 
@@ -300,6 +246,7 @@ function follow(matchId) {
   if (source) source.close();
   current = matchId;
   state = null;
+  view = null;
   replayerOffline = false;
   $("board").dataset.loading = "";
   const url = new URL(location.href);

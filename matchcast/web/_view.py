@@ -1,0 +1,81 @@
+"""What the page shows of a state and an event, computed here and sent in the SSE frames.
+
+The page's JavaScript draws; it does not know football. The words of each event's ticker row
+come from its type (``events``: the model's ``describe`` and ``style``, the same words the
+terminal ticker prints), and the clock, the status and the goals' labels from the state, here.
+So a new event type needs nothing in ``static/app.js``.
+"""
+
+from __future__ import annotations
+
+from events import GOAL_METHOD_NAMES, Event, Goal, GoalRecord, MatchState, MatchStatus
+from events._models import page_score
+
+__all__ = ["STATUS_LABELS", "page_clock", "page_view", "ticker_row"]
+
+#: How the page's status pill names each status.
+STATUS_LABELS: dict[MatchStatus, str] = {
+    "scheduled": "Not started",
+    "live": "Live",
+    "half_time": "Half time",
+    "break": "Break",
+    "finished": "Full time",
+    "stopped": "Replay stopped",
+}
+
+_TAGS = {"penalty": " (pen)", "own_goal": " (o.g.)"}
+_JOINED_NOTES: dict[MatchStatus, str] = {
+    "finished": "final score",
+    "stopped": "the replay stopped here",
+}
+
+
+def page_clock(state: MatchState) -> str:
+    """The clock beside the status: ``2H 55'``, ``HT``, ``FT``; where a replay stopped,
+    ``at 2H 52'`` (the pill already says it stopped)."""
+    if state.status == "stopped":
+        clock = state.clock
+        return f"at {clock.period.short} {clock.label}" if clock else "--"
+    return state.display_clock
+
+
+def ticker_row(event: Event, state: MatchState) -> dict[str, str] | None:
+    """The page's ticker row of ``event`` (minute, kind, text, style); None for a silent one."""
+    said = event.commentary(state)
+    return None if said is None else said.page()
+
+
+def _goal(goal: GoalRecord) -> dict[str, str]:
+    return {
+        "how": goal.detail or GOAL_METHOD_NAMES.get(goal.method or "", ""),
+        "tag": _TAGS.get(goal.method or "", ""),
+    }
+
+
+def _joined(state: MatchState, clock: str) -> list[dict[str, str]]:
+    """The rows a page that joins mid-match starts its ticker with: the goals, then where it
+    joined."""
+    rows = [Goal.recalled(g).page() for g in state.goals]
+    if state.status != "scheduled":
+        note = _JOINED_NOTES.get(state.status, "following live from here")
+        rows.append(
+            {
+                "minute": clock.rsplit(" ", maxsplit=1)[-1],
+                "kind": "JOINED",
+                "text": f"{page_score(state)}: {note}",
+                "style": "joined",
+            }
+        )
+    return rows
+
+
+def page_view(state: MatchState) -> dict[str, object]:
+    """What the page shows of ``state`` beyond its fields: the clock, the status label, each
+    goal's ``how`` and ``tag`` (in ``state.goals`` order), and the ticker of a page joining."""
+    clock = page_clock(state)
+    return {
+        "clock": clock,
+        "status": STATUS_LABELS.get(state.status, state.status),
+        "goals": [_goal(g) for g in state.goals],
+        "joined": _joined(state, clock),
+    }
