@@ -81,8 +81,7 @@ _ChartOpt = Annotated[
 
 def make_factory(kind: ClientKind, brokers: Any, protocol: str = "auto") -> Any:
     """A :data:`~matchcast.load.ClientFactory` for ``kind``, each connection to the next node
-    of its role: ``brokers`` is a :class:`NodeAssigner` (which counts them), a list of broker
-    URLs, or one."""
+    of its role: ``brokers`` is a :class:`NodeAssigner`, a list of broker URLs, or one."""
     from matchcast.transport.connection import BrokerURL  # noqa: PLC0415
 
     if isinstance(brokers, NodeAssigner):
@@ -523,10 +522,14 @@ def _run_load(a: _LoadArgs, plan: _Plan) -> dict[str, Any]:
             factory = make_factory(a.client, nodes, plan.protocol)
             run = LoadRun(plan.options, plan.templates, factory)
             result = _run_here(
-                run, plan.parameters, console, a.progress, streams=plan.shard is not None
+                run,
+                plan.parameters,
+                console,
+                a.progress,
+                streams=plan.shard is not None,
+                nodes=nodes.keys,
             )
             _write_ground_truth(run, plan.chaos, a.seed, a.chaos_log, a.truth)
-            result["nodes"] = nodes.figures()
         # A spawned broker goes with its states; shards and workers: the one that merges.
         _clear_own(
             nodes.urls,
@@ -585,7 +588,13 @@ def _clear_own(url: Any, topics: Any, tag: str, console: Any, *, keep: bool) -> 
 
 
 def _run_here(
-    run: Any, parameters: dict[str, Any], console: Any, progress: bool, *, streams: bool
+    run: Any,
+    parameters: dict[str, Any],
+    console: Any,
+    progress: bool,
+    *,
+    streams: bool,
+    nodes: tuple[str, ...],
 ) -> dict[str, Any]:
     """Run ``run`` in this process; its report, marked ``interrupted`` after Ctrl-C."""
     from matchcast.load import build_report  # noqa: PLC0415
@@ -594,7 +603,7 @@ def _run_here(
     if interrupted and run.sender is None:
         console.print("interrupted before the first event was sent", markup=False)
         raise CommandExit(130)
-    result = build_report(run, parameters, streams=streams)
+    result = build_report(run, parameters, streams=streams, nodes=nodes)
     result["interrupted"] = interrupted
     return result
 
