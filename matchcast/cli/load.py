@@ -22,10 +22,6 @@ from rich.markup import escape
 
 from events import LOAD_ROOT, BrokerError, Topics
 from matchcast.cli.chaos import (
-    ChaosLogOpt,
-    ChaosOpt,
-    SeedOpt,
-    TruthOpt,
     parse_chaos,
     write_chaos_log,
     write_truth,
@@ -35,17 +31,21 @@ from matchcast.cli.common import run as run_command
 from matchcast.cli.options import (
     CaFileOpt,
     CertFileOpt,
-    ConsumerClientOpt,
+    ChaosLogOpt,
+    ChaosOpt,
+    ClientOpt,
     KeyFileOpt,
     LoadBrokerOpt,
-    LoadClientOpt,
-    LoadQosOpt,
+    LoadSpeedOpt,
+    LogFmtOpt,
     ProtocolOpt,
+    QosOpt,
     RootOpt,
-    ShortLogFmtOpt,
-    ShortVerboseOpt,
+    SeedOpt,
     SubscriptionQosOpt,
     TlsInsecureOpt,
+    TruthOpt,
+    VerboseOpt,
     connection_options,
     load_matches,
     parse_protocol,
@@ -164,9 +164,7 @@ def load(
         str | None,
         typer.Option("--shared-group", help="Probes share $share/NAME/... as one consumer."),
     ] = None,
-    speed: Annotated[
-        str, typer.Option("--speed", help="Match seconds per wall second per match, or max.")
-    ] = "max",
+    speed: LoadSpeedOpt = "max",
     rate: Annotated[
         float | None,
         typer.Option("--rate", min=0.001, help="Target total events/s (overrides --speed)."),
@@ -178,7 +176,7 @@ def load(
         float | None,
         typer.Option("--duration", min=0.1, help="Send for this long, replacing finished matches."),
     ] = None,
-    qos: LoadQosOpt = 0,
+    qos: QosOpt = 0,
     payload_size: Annotated[
         int, typer.Option("--payload-size", min=0, help="Pad events to this many bytes.")
     ] = 0,
@@ -197,7 +195,7 @@ def load(
     drain_idle: Annotated[
         float, typer.Option("--drain-idle", min=0, help="Stop waiting after this idle time.")
     ] = 2.0,
-    client: LoadClientOpt = ClientKind.fast,
+    client: ClientOpt = ClientKind.fast,
     root: RootOpt = LOAD_ROOT,
     report: Annotated[Path | None, _report_option("Write every figure to this JSON file.")] = None,
     csv_path: _CsvOpt = None,
@@ -275,8 +273,8 @@ def load(
     chaos_log: ChaosLogOpt = None,
     truth: TruthOpt = None,
     protocol: ProtocolOpt = "auto",
-    log_format: ShortLogFmtOpt = "auto",
-    verbose: ShortVerboseOpt = 0,
+    log_format: LogFmtOpt = "auto",
+    verbose: VerboseOpt = 0,
 ) -> None:
     """Drive K concurrent matches onto a broker and measure what M subscribers receive.
 
@@ -986,10 +984,10 @@ def consume(
         float | None,
         typer.Option("--idle-exit", min=0.1, help="Exit after this many idle seconds."),
     ] = None,
-    client: ConsumerClientOpt = ClientKind.fast,
+    client: ClientOpt = ClientKind.fast,
     protocol: ProtocolOpt = "auto",
-    log_format: ShortLogFmtOpt = "auto",
-    verbose: ShortVerboseOpt = 0,
+    log_format: LogFmtOpt = "auto",
+    verbose: VerboseOpt = 0,
 ) -> None:
     """Run the consumer runner under load: metrics on HTTP, final state reported for checking."""
     from matchcast.load import RunnerMetrics, run_consumer  # noqa: PLC0415
