@@ -49,6 +49,7 @@ from matchcast.cli.options import (
     MatchFilterOpt,
     ProtocolOpt,
     QosOpt,
+    ReplayersOpt,
     RootOpt,
     TlsInsecureOpt,
     VerboseOpt,
@@ -56,6 +57,7 @@ from matchcast.cli.options import (
     match_filter,
     parse_protocol,
     parse_topics,
+    replayer_ids,
 )
 from matchcast.transport.broker import DEFAULT_HOST
 from matchcast.transport.clients import ClientKind
@@ -102,6 +104,7 @@ def consume(
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
     match: MatchFilterOpt = "+",
+    replayer: ReplayersOpt = None,
     root: RootOpt = DEFAULT_ROOT,
     qos: QosOpt = 1,
     client_id: Annotated[
@@ -194,6 +197,7 @@ def consume(
         BrokerURL(DEFAULT_HOST, DEFAULT_EMBEDDED_PORT),
     )
     topics = parse_topics(root)
+    replayers = replayer_ids(replayer)
     subscribers = _load(plugins, opt or [])
     if session and client_id is None:
         client_id = _session_client_id(subscribers)
@@ -205,6 +209,7 @@ def consume(
         handler_timeout=handler_timeout,
         drain_timeout=drain_timeout,
         max_matches=max_matches,
+        replayers=replayers,
     )
     if reorder_window is not None:  # else the runner's defaults
         runner.reorder_window = reorder_window

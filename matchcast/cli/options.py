@@ -50,6 +50,7 @@ __all__ = [
     "MatchFilterOpt",
     "ProtocolOpt",
     "QosOpt",
+    "ReplayersOpt",
     "RootOpt",
     "ShortLogFmtOpt",
     "ShortVerboseOpt",
@@ -65,6 +66,7 @@ __all__ = [
     "parse_protocol",
     "parse_speed",
     "parse_topics",
+    "replayer_ids",
 ]
 
 #: The port of the embedded broker, and where commands look for a broker when none is given.
@@ -149,6 +151,24 @@ TlsInsecureOpt = Annotated[
 ]
 RootOpt = Annotated[str, typer.Option("--root", help="Topic root.")]
 MatchFilterOpt = Annotated[str, typer.Option("--match", help="Only this match id; '+' for all.")]
+ReplayersOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--replayer",
+        metavar="ID",
+        help="A replayer whose retained status names its matches (repeatable; `replay "
+        "--replayer-id`), read by its exact topic: for brokers whose wildcard subscriptions "
+        "get no retained messages (RabbitMQ 3.10).",
+    ),
+]
+
+
+def replayer_ids(values: list[str] | None) -> tuple[str, ...]:
+    """The ``--replayer`` ids, each one topic level; a bad one ends the command (exit 2)."""
+    for rid in values or ():
+        if not rid or any(c in rid for c in "/+#"):
+            fail(f"--replayer {rid!r} must be a replayer id, without / + #", 2)
+    return tuple(dict.fromkeys(values or ()))
 
 
 def _log_format_option(help_text: str) -> Any:

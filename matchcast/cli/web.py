@@ -25,6 +25,7 @@ from matchcast.cli.options import (
     KeyFileOpt,
     LogFmtOpt,
     ProtocolOpt,
+    ReplayersOpt,
     RootOpt,
     TlsInsecureOpt,
     VerboseOpt,
@@ -35,6 +36,7 @@ from matchcast.cli.options import (
     parse_protocol,
     parse_speed,
     parse_topics,
+    replayer_ids,
 )
 from matchcast.transport.clients import ClientKind
 
@@ -74,6 +76,7 @@ def web(
         str | None, typer.Option("--from", help="With --demo: start at this minute, e.g. 60.")
     ] = None,
     root: RootOpt = DEFAULT_ROOT,
+    replayer: ReplayersOpt = None,
     control: Annotated[
         bool,
         typer.Option(
@@ -110,6 +113,7 @@ def web(
     checked_protocol = parse_protocol(protocol)
     url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
     topics = parse_topics(root)
+    replayers = replayer_ids(replayer)
     replay = demo or url is None
     matches = load_matches(match) if replay else []
     options = ReplayOptions(speed=parse_speed(speed), start=parse_from(start), topics=topics)
@@ -131,7 +135,7 @@ def web(
         from matchcast.web import Hub, WebServer, bridge  # noqa: PLC0415
 
         hub = Hub(queue_size=queue_size)
-        runner = Runner([bridge(hub)], topics=topics)
+        runner = Runner([bridge(hub)], topics=topics, replayers=replayers)
         await reach_broker(broker_url)  # before the page's address is announced
         sender = _control_sender(broker_url, topics) if control else None
         async with WebServer(hub, host, port, max_streams=max_streams, control=sender) as server:
