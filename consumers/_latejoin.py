@@ -10,6 +10,12 @@ session, gets its snapshot there; and when it asks for a snapshot after a gap. E
 extra subscription costs a duplicate snapshot, which the sequencer ignores (a state is applied
 by its seq, once).
 
+A consumer that knows no match id yet learns them from the retained status of a replayer it is
+told the id of (``Runner(replayers=...)``, ``--replayer ID``): the status lists its matches
+(:class:`events.ReplayerStatus`), and the runner subscribes to each one's exact state topic
+(:class:`StatusDiscovery`). That is how a consumer joining after full time, or during a pause,
+gets the score at once on RabbitMQ, where no event follows to name the match.
+
 A re-subscription after a persistent session was given up (its node died: the source says
 ``session_lost``) has missed events, and none may follow (the match is over): each known match
 then takes a newer snapshot as the state, reported as a resynchronisation
@@ -24,9 +30,14 @@ from typing import Protocol
 import structlog
 
 from consumers._sequencer import Sequencer
-from events import MatchcastError, MessageSource, Topics
+from events import MatchcastError, Message, MessageSource, Topics, decode_status
 
-__all__ = ["exact_state_topics", "expect_snapshots", "subscribe_exact_states"]
+__all__ = [
+    "StatusDiscovery",
+    "exact_state_topics",
+    "expect_snapshots",
+    "subscribe_exact_states",
+]
 
 
 class _HasSequencer(Protocol):
@@ -72,3 +83,49 @@ async def subscribe_exact_states(
             _log.warning("state.exact_not_subscribed", topic=topic, reason=str(err))
         else:
             _log.debug("state.exact_subscribed", topic=topic)
+
+
+class StatusDiscovery:
+    """The exact state topics named by replayer statuses, subscribed once per connection.
+
+    Args:
+        topics: the topic tree.
+        match_filter: the runner's match filter; a named match needs no discovery (its
+            subscription is exact already).
+        limit: match ids remembered per connection (the runner's bound on matches).
+    """
+
+    def __init__(self, topics: Topics, match_filter: str, limit: int) -> None:
+        self.topics = topics
+        self.match_filter = match_filter
+        self.limit = limit
+        self._asked: set[str] = set()
+
+    def reset(self) -> None:
+        """A new connection: its subscriptions start from nothing."""
+        self._asked.clear()
+
+    def new_topics(self, message: Message, known: Mapping[str, object]) -> list[str]:
+        """The exact state topics to subscribe to for the status in ``message``: its matches
+        not already known or asked for, up to the limit.
+
+        Raises:
+            DecodeError: the payload is not a replayer status.
+        """
+        if not message.payload:  # a cleared status
+            return []
+        status = decode_status(message.payload, topic=message.topic)
+        if self.match_filter != "+":
+            return []
+        fresh: list[str] = []
+        for match_id in status.matches:
+            if match_id in known or match_id in self._asked:
+                continue
+            if len(self._asked) >= self.limit:
+                _log.warning(
+                    "state.discovery_limited", replayer_id=status.replayer_id, limit=self.limit
+                )
+                break
+            self._asked.add(match_id)
+            fresh.append(self.topics.state(match_id))
+        return fresh

@@ -43,7 +43,7 @@ import structlog
 
 from consumers._deadletter import DeadLetter, consumer_name, send_dead_letter
 from consumers._errors import PluginError
-from consumers._latejoin import subscribe_exact_states
+from consumers._latejoin import StatusDiscovery, subscribe_exact_states
 from consumers._sequencer import REORDER_WINDOW, Delivery, RunnerStats, Sequencer
 from consumers._subscriber import Subscriber, call_handler, handler_name
 from events import (
@@ -191,6 +191,9 @@ class Runner:
         reorder_window: events of a match held past a missing seq, waiting for it (a
             reordering), before it is taken for lost; 0 takes it for lost at once.
         reorder_wait: seconds the first of them waits, at most, for the missing seq.
+        replayers: ids of replayers whose retained status to read: the matches it lists are
+            subscribed to by their exact state topics, for brokers that give a wildcard no
+            retained messages (consumers._latejoin).
     """
 
     def __init__(
@@ -210,6 +213,7 @@ class Runner:
         clock: Callable[[], float] = time.monotonic,
         reorder_window: int = REORDER_WINDOW,
         reorder_wait: float = REORDER_WAIT_S,
+        replayers: Sequence[str] = (),
     ) -> None:
         if queue_size < 2:
             raise ValueError(f"queue_size must be at least 2, not {queue_size}")
@@ -237,6 +241,14 @@ class Runner:
         self._clock = clock
         self.reorder_window = reorder_window
         self.reorder_wait = reorder_wait
+        for replayer_id in replayers:
+            if not replayer_id or any(c in replayer_id for c in "/+#"):
+                raise ValueError(
+                    f"replayer id {replayer_id!r} is not one topic level: it may not be empty "
+                    "or hold '/', '+' or '#'"
+                )
+        self.replayers = tuple(dict.fromkeys(replayers))
+        self._discovery = StatusDiscovery(self.topics, match_filter, max_matches)
         #: Matches whose full time was applied, with when they may be forgotten, oldest first.
         self._finished: collections.deque[tuple[float, str]] = collections.deque()
         #: Runs that ended, of matches forgotten since: match id -> run (bounded, oldest out).
@@ -299,7 +311,11 @@ class Runner:
         late joiner then saw a gap). Events first: one that arrives before its match's first
         snapshot is held and applied on top of it, so nothing is lost or counted twice.
         """
-        return [self.topics.events(self.match_filter), self.topics.state(self.match_filter)]
+        return [
+            self.topics.events(self.match_filter),
+            self.topics.state(self.match_filter),
+            *(self.topics.status(r) for r in self.replayers),
+        ]
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -389,6 +405,7 @@ class Runner:
         self._source = source
         if self.dead_letters is None and isinstance(source, Publisher):
             self.dead_letters = source
+        self._discovery.reset()
         for topic_filter in self.topic_filters():
             await source.subscribe(topic_filter, qos=qos)
         await subscribe_exact_states(source, self.topics, self.match_filter, self._lanes, qos)
@@ -500,6 +517,8 @@ class Runner:
             if len(self._parsed) < _PARSED_CACHE:
                 self._parsed[message.topic] = parsed
         if parsed[0] not in _MATCH_TOPICS:
+            if parsed[0] == "status" and parsed[1] in self.replayers:
+                self._on_status(message)
             return
         kind, match_id = parsed
         if self.match_filter not in ("+", match_id):
@@ -540,6 +559,31 @@ class Runner:
                 "message.failed", topic=message.topic, reason=reason, excerpt=message.payload[:120]
             )
             self._dead_letter(message, reason)
+
+    def _on_status(self, message: Message) -> None:
+        """A named replayer's status: subscribe to the exact state topic of each match it
+        lists that is new to us. A bad status costs that message only."""
+        try:
+            fresh = self._discovery.new_topics(message, self._lanes)
+        except DecodeError as err:
+            self.stats.rejected += 1
+            _log.warning(
+                "message.rejected", topic=message.topic, reason=err.reason, excerpt=err.excerpt
+            )
+            self._dead_letter(message, err.reason)
+            return
+        if fresh and self._source is not None:
+            self._start_errand(self._subscribe_discovered(self._source, fresh))
+
+    @staticmethod
+    async def _subscribe_discovered(source: MessageSource, topics: list[str]) -> None:
+        for topic in topics:
+            try:
+                await source.subscribe(topic, qos=1)
+            except MatchcastError as err:
+                _log.warning("state.exact_not_subscribed", topic=topic, reason=str(err))
+                return
+            _log.info("state.discovered", topic=topic)
 
     def _skip_unknown(self, err: UnknownEventTypeError, match_id: str, message: Message) -> None:
         """A newer minor's event type: skipped, counted, logged; its seq is passed over."""

@@ -31,10 +31,12 @@ from events._control import (
     ControlReply,
     MatchPlayback,
     PlaybackState,
+    ReplayerStatus,
     RequestId,
     Speed,
     decode_command,
     decode_reply,
+    decode_status,
     encode_control,
 )
 from events._errors import (
@@ -112,6 +114,7 @@ __all__ = [
     "PublishRefusedError",
     "Publisher",
     "Reconnectable",
+    "ReplayerStatus",
     "RequestId",
     "SequenceCheck",
     "Speed",
@@ -127,6 +130,7 @@ __all__ = [
     "decode_event",
     "decode_reply",
     "decode_state",
+    "decode_status",
     "encode_control",
     "encode_event",
     "encode_state",

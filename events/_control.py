@@ -3,7 +3,8 @@
 An operator publishes a :class:`ControlCommand` on ``{root}/replayers/{replayer_id}/control``
 (see :class:`events.Topics`). MQTT 3.1.1 has no response topic, so the command names the
 topic to answer on in ``reply_to``; the replayer answers there with a :class:`ControlReply`,
-and its retained status carries the same :class:`MatchPlayback` of each match.
+and its retained status (:class:`ReplayerStatus`, on ``{root}/replayers/{replayer_id}/status``)
+carries the same :class:`MatchPlayback` of each match.
 
 These messages are outside the versioned event schema (like the replayer status): they carry no
 ``schema_version``. :func:`decode_command` is the one boundary a command crosses: its size is
@@ -20,7 +21,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 from pydantic_core import from_json
 
 from events._clock import MatchClock, parse_minute
-from events._errors import ControlCommandError
+from events._errors import ControlCommandError, DecodeError
 from events._models import MatchId, RunId
 
 __all__ = [
@@ -30,15 +31,20 @@ __all__ = [
     "ControlReply",
     "MatchPlayback",
     "PlaybackState",
+    "ReplayerStatus",
     "RequestId",
     "Speed",
     "decode_command",
     "decode_reply",
+    "decode_status",
     "encode_control",
 ]
 
 #: Commands past this size are refused before parsing; a real one is under 300 bytes.
 MAX_COMMAND_BYTES = 4096
+#: A status past this size is refused before parsing (a replay day of 64 matches with their
+#: playback is about 20 kB).
+MAX_STATUS_BYTES = 1024 * 1024
 
 ControlAction = Literal["pause", "resume", "seek", "speed", "stop", "status"]
 PlaybackState = Literal["playing", "paused", "stopped"]
@@ -123,6 +129,60 @@ class ControlReply(_Frozen):
     state: PlaybackState = Field(description="The replayer's state after the command")
     speed: Speed
     matches: list[MatchPlayback] = Field(default_factory=list)
+
+
+class ReplayerStatus(_Frozen):
+    """Whether a replayer is running, retained on its status topic.
+
+    ``online`` when it connects; ``offline`` when it stops, or from its last will when the
+    connection dies without a goodbye. While online it is published again on every change of
+    playback (pause, seek, speed, ...; see docs/control.md), with ``state``, ``speed``,
+    ``since`` and each match's ``playback``. It lists the ids of its matches, which is how a
+    consumer finds their state topics where wildcards get no retained messages (RabbitMQ 3.10).
+    """
+
+    status: Literal["online", "offline"]
+    replayer_id: str = Field(min_length=1, description="Names the status topic")
+    matches: list[MatchId] = Field(description="Match ids the replayer is replaying")
+    at: AwareDatetime = Field(
+        description="When the replayer wrote the message (UTC); for a last will, when it "
+        "connected, since the broker publishes the will unchanged"
+    )
+    state: PlaybackState | None = Field(
+        default=None, description="Playback of the replayer as a whole; absent before control"
+    )
+    speed: Speed | None = Field(default=None, description="Speed of the replayer as a whole")
+    since: AwareDatetime | None = Field(default=None, description="When it entered its state")
+    playback: list[MatchPlayback] = Field(
+        default_factory=list, description="Where each match started is"
+    )
+
+
+def decode_status(payload: bytes, *, topic: str = "") -> ReplayerStatus:
+    """The replayer status in ``payload``: the one boundary a status crosses.
+
+    Its size is checked first, pydantic-core parses it (refusing deep nesting), and fields a
+    newer replayer adds are ignored (docs/wire-format.md, the compatibility rule).
+
+    Raises:
+        DecodeError: too large, not JSON, or not a status.
+    """
+    if len(payload) > MAX_STATUS_BYTES:
+        raise DecodeError(
+            f"status of {len(payload)} bytes exceeds the {MAX_STATUS_BYTES}-byte limit",
+            topic=topic,
+            payload=payload,
+        )
+    try:
+        return ReplayerStatus.model_validate_json(payload, extra="ignore")
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+            for e in err.errors(include_url=False, include_input=False)[:3]
+        )
+        raise DecodeError(
+            f"not a replayer status: {problems}", topic=topic, payload=payload
+        ) from None
 
 
 def encode_control(message: ControlCommand | ControlReply) -> bytes:

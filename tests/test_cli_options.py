@@ -32,7 +32,8 @@ HOMONYMS: dict[str, tuple[int, str]] = {
     "--shared-group": (2, "the group load's probes share, the group a load-consumer joins"),
     "--replayer": (
         2,
-        "the statuses clear reads by name (repeatable), the replayer control commands",
+        "replayers whose statuses are read by name (repeatable: consume, watch, web, clear), "
+        "the one replayer control commands go to",
     ),
     "--home": (
         2,

@@ -24,14 +24,16 @@ from events import (
     ControlCommand,
     ControlCommandError,
     ControlReply,
+    DecodeError,
     Message,
     MessageProps,
+    ReplayerStatus,
     Topics,
     decode_reply,
+    decode_status,
     encode_control,
     parse_minute,
 )
-from matchcast.contract.status import ReplayerStatus
 from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
 
@@ -84,9 +86,9 @@ async def find_replayers(
         if not message.retain or topics.parse(message.topic) is None:
             continue
         try:
-            status = ReplayerStatus.model_validate_json(message.payload, extra="ignore")
-        except ValueError as err:
-            _log.debug("status.unreadable", topic=message.topic, reason=str(err)[:200])
+            status = decode_status(message.payload, topic=message.topic)
+        except DecodeError as err:
+            _log.debug("status.unreadable", topic=message.topic, reason=err.reason[:200])
             continue
         if status.status == "online":
             found[status.replayer_id] = status

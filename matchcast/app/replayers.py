@@ -13,10 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 import structlog
-from pydantic import ValidationError
 
-from events import BrokerError, Topics
-from matchcast.contract.status import ReplayerStatus
+from events import BrokerError, DecodeError, ReplayerStatus, Topics, decode_status
 from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
 
@@ -66,9 +64,9 @@ async def follow_replayers(
                 if not message.payload:
                     continue  # a cleared status
                 try:
-                    status = ReplayerStatus.model_validate_json(message.payload)
-                except ValidationError:
-                    _log.info("replayer_status.rejected", topic=message.topic)
+                    status = decode_status(message.payload, topic=message.topic)
+                except DecodeError as err:
+                    _log.info("replayer_status.rejected", topic=message.topic, reason=err.reason)
                     continue
                 for match_id, said in book.update(status):
                     on_change(match_id, said)

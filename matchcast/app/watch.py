@@ -34,6 +34,7 @@ async def run_watch(
     clean_start: bool = True,
     session_expiry: int | None = None,
     client: ClientKind | str = ClientKind.aiomqtt,
+    replayers: Sequence[str] = (),
 ) -> dict[str, MatchState]:
     """Run subscribers against the broker until stopped, or until every match named in
     ``until_finished`` has reached full time. Returns the final states.
@@ -74,7 +75,7 @@ async def run_watch(
         finisher.on_state(_check)
         subs.append(finisher)
     if runner is None:
-        runner = Runner(subs, topics=topics, match_filter=match_filter)
+        runner = Runner(subs, topics=topics, match_filter=match_filter, replayers=replayers)
     else:
         runner.subscribers.extend(s for s in subs if s not in runner.subscribers)
     # Its dead letters go to a topic named after its broker user, which the ACL lets it write.

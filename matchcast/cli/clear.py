@@ -22,12 +22,14 @@ from matchcast.cli.options import (
     ClearMatchOpt,
     KeyFileOpt,
     LogFmtOpt,
+    ReplayersOpt,
     RootOpt,
     TlsInsecureOpt,
     VerboseOpt,
     connection_options,
     match_filter,
     parse_topics,
+    replayer_ids,
 )
 from matchcast.transport.broker import DEFAULT_HOST
 from matchcast.transport.connection import BrokerURL
@@ -54,16 +56,7 @@ def clear(
     tls_insecure: TlsInsecureOpt = False,
     root: RootOpt = DEFAULT_ROOT,
     match: ClearMatchOpt = None,
-    replayer: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--replayer",
-            metavar="ID",
-            help="Also read this replayer's status by name (repeatable; `replay --replayer-id`), "
-            "and clear the states of the matches it lists: for brokers whose wildcard "
-            "subscriptions get no retained messages.",
-        ),
-    ] = None,
+    replayer: ReplayersOpt = None,
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Clear without asking (needed without a terminal).")
     ] = False,
@@ -81,10 +74,7 @@ def clear(
     match_id = None if match is None else match_filter(match)
     if match_id == "+":
         match_id = None
-    named = tuple(replayer or ())
-    for rid in named:
-        if not rid or any(c in rid for c in "/+#"):
-            fail(f"--replayer {rid!r} must be a replayer id, without / + #", 2)
+    named = replayer_ids(replayer)
     found = run(lambda: find_retained(url, topics, match_id=match_id, replayers=named))
     kept = [t for t in found if t.online]
     doomed = [t for t in found if not t.online]

@@ -49,6 +49,7 @@ from matchcast.cli.options import (
     LogFmtOpt,
     MatchFilterOpt,
     ProtocolOpt,
+    ReplayersOpt,
     RootOpt,
     SubscriptionQosOpt,
     TlsInsecureOpt,
@@ -57,6 +58,7 @@ from matchcast.cli.options import (
     match_filter,
     parse_protocol,
     parse_topics,
+    replayer_ids,
 )
 from matchcast.transport.broker import DEFAULT_HOST
 from matchcast.transport.clients import ClientKind
@@ -103,6 +105,7 @@ def consume(
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
     match: MatchFilterOpt = "+",
+    replayer: ReplayersOpt = None,
     root: RootOpt = DEFAULT_ROOT,
     qos: SubscriptionQosOpt = 1,
     client_id: Annotated[
@@ -188,6 +191,7 @@ def consume(
         BrokerURL(DEFAULT_HOST, DEFAULT_EMBEDDED_PORT),
     )
     topics = parse_topics(root)
+    replayers = replayer_ids(replayer)
     subscribers = _load(plugins, opt or [])
     if session and client_id is None:
         client_id = _session_client_id(subscribers)
@@ -199,6 +203,7 @@ def consume(
         handler_timeout=handler_timeout,
         drain_timeout=drain_timeout,
         max_matches=max_matches,
+        replayers=replayers,
     )
     if reorder_window is not None:  # else the runner's defaults
         runner.reorder_window = reorder_window

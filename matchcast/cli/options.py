@@ -56,6 +56,7 @@ __all__ = [
     "ProtocolOpt",
     "QosOpt",
     "ReplaySpeedOpt",
+    "ReplayersOpt",
     "RootOpt",
     "SeedOpt",
     "SubscriptionQosOpt",
@@ -73,6 +74,7 @@ __all__ = [
     "parse_protocol",
     "parse_speed",
     "parse_topics",
+    "replayer_ids",
 ]
 
 #: The port of the embedded broker, and where commands look for a broker when none is given.
@@ -190,6 +192,17 @@ ClearMatchOpt = Annotated[
 ]
 #: control: which of the replayer's matches a command is for.
 ControlMatchOpt = Annotated[str | None, _match_option("Only this match; all of the replayer's.")]
+#: consume, watch, web and clear: replayers whose status names their matches.
+ReplayersOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--replayer",
+        metavar="ID",
+        help="A replayer whose retained status is read by its exact topic, and the matches "
+        "it lists with it (repeatable; `replay --replayer-id`): for brokers whose wildcard "
+        "subscriptions get no retained messages (RabbitMQ 3.10).",
+    ),
+]
 
 ExitAtFullTimeOpt = Annotated[
     bool,
@@ -322,6 +335,14 @@ def parse_topics(root: str) -> Topics:
         return Topics(root)
     except ValueError as err:
         fail(f"--root: {err}", 2)
+
+
+def replayer_ids(values: list[str] | None) -> tuple[str, ...]:
+    """The ``--replayer`` ids, each one topic level; a bad one ends the command (exit 2)."""
+    for rid in values or ():
+        if not rid or any(c in rid for c in "/+#"):
+            fail(f"--replayer {rid!r} must be a replayer id, without / + #", 2)
+    return tuple(dict.fromkeys(values or ()))
 
 
 def match_filter(value: str) -> str:

@@ -29,6 +29,7 @@ from matchcast.cli.options import (
     LogFmtOpt,
     MatchFilterOpt,
     ProtocolOpt,
+    ReplayersOpt,
     RootOpt,
     SubscriptionQosOpt,
     TlsInsecureOpt,
@@ -37,6 +38,7 @@ from matchcast.cli.options import (
     match_filter,
     parse_protocol,
     parse_topics,
+    replayer_ids,
 )
 from matchcast.transport.broker import DEFAULT_HOST
 from matchcast.transport.clients import ClientKind
@@ -52,6 +54,7 @@ def watch(
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
     match: MatchFilterOpt = "+",
+    replayer: ReplayersOpt = None,
     root: RootOpt = DEFAULT_ROOT,
     qos: SubscriptionQosOpt = 1,
     exit_at_full_time: ExitAtFullTimeOpt = False,
@@ -67,6 +70,7 @@ def watch(
         BrokerURL(DEFAULT_HOST, DEFAULT_EMBEDDED_PORT),
     )
     topics = parse_topics(root)
+    named_replayers = replayer_ids(replayer)
     match = match_filter(match)
     if exit_at_full_time and match == "+":
         fail("--exit-at-full-time needs --match MATCH_ID", 2)
@@ -91,6 +95,7 @@ def watch(
                         protocol=checked_protocol,
                         client=client,
                         until_finished={match} if exit_at_full_time else None,
+                        replayers=named_replayers,
                     )
                 finally:
                     replayers.cancel()

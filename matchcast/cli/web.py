@@ -25,6 +25,7 @@ from matchcast.cli.options import (
     KeyFileOpt,
     LogFmtOpt,
     ProtocolOpt,
+    ReplayersOpt,
     RootOpt,
     TlsInsecureOpt,
     VerboseOpt,
@@ -37,6 +38,7 @@ from matchcast.cli.options import (
     parse_protocol,
     parse_speed,
     parse_topics,
+    replayer_ids,
 )
 from matchcast.transport.clients import ClientKind
 
@@ -72,6 +74,7 @@ def web(
     speed: WebDemoSpeedOpt = str(int(DEMO_SPEED)),
     start: WebDemoFromOpt = None,
     root: RootOpt = DEFAULT_ROOT,
+    replayer: ReplayersOpt = None,
     control: Annotated[
         bool,
         typer.Option(
@@ -108,6 +111,7 @@ def web(
     checked_protocol = parse_protocol(protocol)
     url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
     topics = parse_topics(root)
+    replayers = replayer_ids(replayer)
     replay = demo or url is None
     matches = load_matches(match) if replay else []
     options = ReplayOptions(speed=parse_speed(speed), start=parse_from(start), topics=topics)
@@ -129,7 +133,7 @@ def web(
         from matchcast.web import Hub, WebServer, bridge  # noqa: PLC0415
 
         hub = Hub(queue_size=queue_size)
-        runner = Runner([bridge(hub)], topics=topics)
+        runner = Runner([bridge(hub)], topics=topics, replayers=replayers)
         await reach_broker(broker_url)  # before the page's address is announced
         sender = _control_sender(broker_url, topics) if control else None
         async with WebServer(hub, host, port, max_streams=max_streams, control=sender) as server:

@@ -4,6 +4,7 @@ the exact state topic of each match it knows, and after a lost session takes a n
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 
 import pytest
@@ -80,3 +81,67 @@ async def test_a_rejoin_after_a_lost_session_takes_the_newer_snapshot_from_the_e
     assert seen == list(range(1, 41))  # nothing handled twice
     assert runner.states[MATCH].scoreline == STATES[-1].scoreline
     assert runner.stats.resyncs == 1
+
+
+def _status(replayer_id: str, matches: list[str], **extra: object) -> bytes:
+    body: dict[str, object] = {
+        "status": "offline",
+        "replayer_id": replayer_id,
+        "matches": matches,
+        "at": "2026-07-15T19:00:00Z",
+        **extra,
+    }
+    return json.dumps(body).encode()
+
+
+async def test_a_named_replayers_status_leads_to_the_exact_state_topics_of_its_matches() -> None:
+    """Joining after full time where wildcards get no retained messages: the retained status of
+    a replayer named to the runner lists its matches; the runner subscribes to each one's exact
+    state topic, once per connection, and takes the snapshot that arrives there."""
+    topics = Topics("r")
+    runner = Runner([Subscriber("s")], topics=topics, replayers=["rep-1"])
+    assert topics.status("rep-1") in runner.topic_filters()
+    source = Source()
+    # a newer replayer's field is ignored (the compatibility rule)
+    status = _status("rep-1", [MATCH, "other-match"], added_in_2_0=True)
+    source.queue.put_nowait(Message(topics.status("rep-1"), status, retain=True))
+    source.queue.put_nowait(Message(topics.status("rep-1"), status, retain=False))  # again
+    async with runner, asyncio.timeout(10):
+        task = asyncio.create_task(runner.run(source))
+        while topics.state("other-match") not in source.filters:
+            await asyncio.sleep(0.01)
+        source.queue.put_nowait(
+            Message(topics.state(MATCH), STATES[-1].model_dump_json().encode(), retain=True)
+        )
+        while MATCH not in runner.states:
+            await asyncio.sleep(0.01)
+        runner.stop()
+        await task
+    discovered = [f for f in source.filters if f not in runner.topic_filters()]
+    assert discovered == [topics.state(MATCH), topics.state("other-match")]
+    assert runner.states[MATCH].scoreline == "ARG 2-1 ENG"
+    assert runner.stats.rejected == 0
+
+
+async def test_a_status_that_is_not_one_costs_only_itself() -> None:
+    """A forged status (a wildcard for a match id, or not JSON) is rejected and dead-lettered;
+    nothing is subscribed for it, and the runner goes on."""
+    topics = Topics("r")
+    runner = Runner([Subscriber("s")], topics=topics, replayers=["rep-1"])
+    source = Source()
+    for payload in (_status("rep-1", ["#"]), b"{not json", _status("rep-1", ["a/b"])):
+        source.queue.put_nowait(Message(topics.status("rep-1"), payload, retain=True))
+    # another replayer's status is not read at all
+    source.queue.put_nowait(Message(topics.status("rep-2"), _status("rep-2", [MATCH])))
+    source.queue.put_nowait(None)
+    async with runner, asyncio.timeout(10):
+        with pytest.raises(ConnectionLostError):
+            await runner.run(source)
+    assert runner.stats.rejected == 3
+    assert source.filters == runner.topic_filters()
+
+
+def test_a_replayer_id_must_be_one_topic_level() -> None:
+    for bad in ("", "a/b", "+", "#"):
+        with pytest.raises(ValueError, match="one topic level"):
+            Runner([Subscriber("s")], replayers=[bad])
