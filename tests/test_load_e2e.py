@@ -141,7 +141,9 @@ async def test_a_scheduled_run_reports_offered_rate_and_lateness(
 async def test_duration_replaces_finished_matches_until_time_is_up(
     mosquitto_url: BrokerURL, topics: Topics
 ) -> None:
-    shape = LoadShape(matches=2, rate=2000, duration_s=0.5, qos=1, states=False)
+    # Two matches are 212 events; 2,000 events/s for 3 s is 6,000. Even a machine so loaded
+    # that the sender keeps a tenth of its rate starts more than two (no race with 0.5 s).
+    shape = LoadShape(matches=2, rate=2000, duration_s=3.0, qos=1, states=False)
     options = LoadOptions(shape=shape, topics=topics, subscribers=1)
     run = LoadRun(options, [TEMPLATE], _factory(mosquitto_url))
     await run.run()
