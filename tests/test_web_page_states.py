@@ -134,3 +134,40 @@ async def test_a_shootout_shows_its_result(browser: Any) -> None:
         await _wait_text(page, "shootout", "Argentina win 4-2 on penalties")
         ticker = await _text(page, "ticker")
         assert "kicker" not in ticker
+
+
+async def test_a_new_run_starts_the_ticker_again_live_and_from_a_snapshot(browser: Any) -> None:
+    """A seek (a new run) or a restarted replay is another story: its ticker starts from the
+    new run's rows, whether its first frame is an update (a page following live) or a
+    snapshot (a page that reconnected during the seek), never keeping the old run's goals."""
+    from playwright.async_api import expect
+
+    events = [s.event for s in expand(SEMI)]
+    gordon = next(e for e in events if e.type == "goal")
+    hub = Hub()
+    def run(n: int) -> tuple[list[Event], MatchState]:
+        return [e.model_copy(update={"run": n}) for e in events], MatchState.new(
+            SEMI.match_id, run=n
+        )
+
+    run1, start1 = run(1)
+    _feed(hub, run1[: gordon.seq], start1)  # through the 55' goal
+    async with WebServer(hub, port=0) as server:
+        page = await browser.new_page(viewport={"width": 390, "height": 844})
+        await page.goto(f"{server.url}?match={SEMI.match_id}")
+        await _wait_text(page, "score", "0-1", timeout_ms=10_000)
+        await expect(page.locator("#ticker")).to_contain_text("Gordon")
+
+        # Live: run 2 replays the first half again (an update is its first frame).
+        run2, start2 = run(2)
+        state = _feed(hub, run2[:30], start2)
+        await _wait_text(page, "score", "0-0", timeout_ms=10_000)
+        await expect(page.locator("#ticker")).not_to_contain_text("Gordon")
+
+        # A snapshot of run 3 (as a page reconnecting during a seek gets) after run 1's goal.
+        _feed(hub, run2[30 : gordon.seq], state)
+        await _wait_text(page, "score", "0-1", timeout_ms=10_000)
+        await expect(page.locator("#ticker")).to_contain_text("Gordon")
+        hub.adopt(state.model_copy(update={"run": 3}))
+        await _wait_text(page, "score", "0-0", timeout_ms=10_000)
+        await expect(page.locator("#ticker")).not_to_contain_text("Gordon")

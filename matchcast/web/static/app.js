@@ -166,15 +166,23 @@ function setConn(kind, text) {
   if (!state) $("loading-note").textContent = kind === "live" ? "Waiting for the match…" : text;
 }
 
+// Another match, or another run of it (a seek, a restarted replay): the ticker so far is
+// another story, so it starts again from the server's rows for this state.
+function newStory(prev, s) {
+  return !prev || prev.match_id !== s.match_id || prev.run !== s.run;
+}
+
+function restartTicker(v) {
+  resetTicker();
+  for (const row of v.joined) addTicker(row, false);
+}
+
 function onState(e) {
   const { state: s, view: v } = JSON.parse(e.data);
-  const first = !state || state.match_id !== s.match_id;
+  const first = newStory(state, s);
   state = s;
   view = v;
-  if (first) {
-    resetTicker();
-    for (const row of v.joined) addTicker(row, false);
-  }
+  if (first) restartTicker(v);
   render();
 }
 
@@ -195,7 +203,8 @@ function onUpdate(e) {
     score.classList.add("flash");
   }
   render();
-  if (ticker) addTicker(ticker, true);
+  if (newStory(prev, s)) restartTicker(v); // its rows include this event's
+  else if (ticker) addTicker(ticker, true);
 }
 
 function onReplayer(e) {
