@@ -42,7 +42,6 @@ from matchcast.transport.connection import BrokerURL
 
 __all__ = [
     "NATS_SERVER",
-    "RABBITMQ_CTL",
     "RABBITMQ_SERVER",
     "REQUIRE_CLUSTERS_ENV",
     "Boot",
@@ -55,7 +54,6 @@ __all__ = [
 REQUIRE_CLUSTERS_ENV = "MATCHCAST_REQUIRE_CLUSTERS"
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
-RABBITMQ_CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 
 
 def _connack(host: str, port: int) -> bool:
