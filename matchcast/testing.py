@@ -215,6 +215,10 @@ class Harness:
                 them), to make a gap.
             snapshots: follow each event with the state after it, as the replayer does.
             wait: return once every handler has finished (else at once).
+
+        Raises:
+            ValueError: ``start`` is no minute of play (1 to 120, added minutes after 45, 90,
+                105 and 120), as :func:`events.parse_minute` reads it.
         """
         events = match_events(match) if isinstance(match, str | Path) else list(match)
         joined: set[str] = set()

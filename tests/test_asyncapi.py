@@ -21,6 +21,7 @@ import matchcast.app.replay
 from consumers import DeadLetter
 from events import (
     CONTENT_TYPE,
+    TOPIC_TREE,
     Message,
     MessageProps,
     Topics,
@@ -334,3 +335,17 @@ async def test_bindings_are_what_the_replayer_does(
     assert client.will.topic == will["topic"].format(**ids)
     assert (client.will.qos, client.will.retain) == (will["qos"], will["retain"])
     assert ReplayerStatus.model_validate_json(client.will.payload).status == "offline"
+
+
+def test_every_send_operation_says_whether_its_messages_are_retained() -> None:
+    """A publisher's binding states its topic's retain flag, as the topic tree declares it:
+    a consumer of the document need not guess that control commands and replies are not
+    kept (the retained status and state topics are)."""
+    retain = {t.channel_id: t.retain for t in TOPIC_TREE}
+    operations = asyncapi_document()["operations"]
+    stated = {
+        op["channel"]["$ref"].rsplit("/", 1)[-1]: op["bindings"]["mqtt"].get("retain")
+        for op in operations.values()
+        if op["action"] == "send"
+    }
+    assert stated == retain

@@ -71,7 +71,7 @@ async def test_the_report_counts_injected_faults_and_no_network_ones(
 ) -> None:
     run = await _load(mosquitto_url, topics, SPEC, 2)
     report = build_report(run, {"chaos": SPEC, "seed": 2})
-    assert report["format"] == REPORT_FORMAT == 2
+    assert report["format"] == REPORT_FORMAT == 3
     chaos = report["chaos"]
     faults = run.stats.faults
     assert chaos["faults_total"] == len(faults) > 0
@@ -164,9 +164,9 @@ async def test_verify_state_under_reordering(mosquitto_url: BrokerURL, topics: T
 
 
 def test_merge_reads_reports_of_every_readable_format() -> None:
-    assert READABLE_FORMATS == (1, 2)
-    with pytest.raises(MergeError, match="format 1 or 2"):
-        merge_reports([{"kind": "matchcast-load-report", "format": 3, "streams": {}}])
+    assert READABLE_FORMATS == (1, 2, 3)
+    with pytest.raises(MergeError, match="format 1 or 2 or 3"):
+        merge_reports([{"kind": "matchcast-load-report", "format": 4, "streams": {}}])
 
 
 async def test_shards_under_chaos_merge_with_the_split_intact(
@@ -221,7 +221,7 @@ def test_an_old_format_1_report_still_merges(tmp_path: Path) -> None:
         "streams": {"p": {"m": [2, 0, 0, 0, 2, "Aw=="]}},
     }  # fmt: skip
     merged = merge_reports([old])
-    assert merged["format"] == 2 and merged["chaos"] is None
+    assert merged["format"] == 3 and merged["chaos"] is None
     d = merged["delivery"]
     assert (d["expected"], d["received"], d["lost"]) == (2, 2, 0)
     assert d["network"] == {"lost": 0, "duplicates": 0, "reordered": 0}

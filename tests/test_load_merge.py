@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+from rich.console import Console
 
 from events import Topics
 from matchcast.cli.load import _failures
@@ -204,3 +207,89 @@ def test_real_format_1_shard_reports_still_merge_and_render(tmp_path: Path) -> N
     )
     assert r.returncode == 0, r.stderr
     assert json.loads(out.read_text())["delivery"]["received"] == 2 * N * 2
+
+
+def _fixtures(fmt: int) -> list[dict[str, Any]]:
+    paths = sorted(FIXTURES.glob(f"format-{fmt}-shard-*.json"))
+    assert len(paths) == 2
+    return [json.loads(p.read_text()) for p in paths]
+
+
+def _received_and_lost(report: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    return {c["consumer"]: (c["received"], c["lost"]) for c in report["delivery"]["consumers"]}
+
+
+def test_real_format_3_shards_merge_with_exact_figures_per_node() -> None:
+    """Two shards over two independent mosquittos (the fixtures' own run, see format 2):
+    shard 0 sent matches 0 and 2 on A and probed A, shard 1 sent match 1 on B and probed B.
+    Each shard's report counts its probe's loss against its own matches only; merged, each
+    node's loss is its consumer's loss against all three."""
+    shards = _fixtures(3)
+    a, b = shards[0]["parameters"]["broker"].split(",")
+    merged = merge_reports(shards)
+    na, nb = merged["nodes"][a], merged["nodes"][b]
+    assert (na["connections"], nb["connections"]) == ({"probe": 1, "pub": 1},) * 2
+    assert (na["events_published"], na["events_acknowledged"]) == (2 * N, 2 * N)
+    assert (nb["events_published"], nb["events_acknowledged"]) == (N, N)
+    figures = ("received", "unique", "lost", "duplicates", "reordered")
+    assert [na[k] for k in figures] == [2 * N, 2 * N, N, 0, 0]
+    assert [nb[k] for k in figures] == [N, N, 2 * N, 0, 0]
+    assert (na["consumers"], nb["consumers"]) == (["probe-0-0"], ["probe-1-0"])
+    assert (na["latency_ms"]["count"], nb["latency_ms"]["count"]) == (2 * N, N)
+    assert _received_and_lost(merged) == {"probe-0-0": (2 * N, N), "probe-1-0": (N, 2 * N)}
+
+
+def test_real_format_2_shards_merge_with_connections_per_node_only() -> None:
+    """Format 2 counted connections per node and nothing else: merged, the deliveries per
+    node are unknown (None), never zero."""
+    shards = _fixtures(2)
+    assert {r["format"] for r in shards} == {2}
+    a, b = shards[0]["parameters"]["broker"].split(",")
+    merged = merge_reports(shards)
+    assert merged["format"] == REPORT_FORMAT
+    assert merged["nodes"][a]["connections"] == merged["nodes"][b]["connections"]
+    assert merged["nodes"][a]["connections"] == {"probe": 1, "pub": 1}
+    assert {merged["nodes"][a][k] for k in ("received", "lost", "events_published")} == {None}
+    assert _received_and_lost(merged) == {"probe-0-0": (2 * N, N), "probe-1-0": (N, 2 * N)}
+    assert "n/a" in _text(render_table(merged))
+
+
+def test_reports_of_formats_1_2_and_3_merge_together(tmp_path: Path) -> None:
+    """Three runs' shard reports, one of each format, merge into one format-3 report (the
+    consumers of one name add up across them): nothing of an older report is lost, and the
+    per-node deliveries, which formats 1 and 2 lack, are unknown rather than partial."""
+    old = _fixtures(1) + _fixtures(2)
+    new = _fixtures(3)
+    merged = merge_reports(old + new)
+    assert merged["format"] == REPORT_FORMAT
+    assert len(merged["expected_last_seq"]) == 2 + 3 + 3
+    # Format 1 ran on one mosquitto (each probe heard both matches); 2 and 3 on two.
+    assert _received_and_lost(merged) == {
+        "probe-0-0": (2 * N + 2 * N + 2 * N, 2 * N),
+        "probe-1-0": (2 * N + N + N, 4 * N),
+    }
+    assert merged["sender"]["events_published"] == 8 * N
+    nodes = {url for r in old + new for url in (r.get("nodes") or {})}
+    assert set(merged["nodes"]) == nodes and len(nodes) == 4
+    for url, node in merged["nodes"].items():
+        assert node["received"] is None
+        assert node["connections"] == {"probe": 1, "pub": 1}, url
+    out = tmp_path / "all.json"
+    paths = [str(p) for p in sorted(FIXTURES.glob("format-*-shard-*.json"))]
+    r = subprocess.run(
+        [sys.executable, "-m", "matchcast", "load", "merge", *paths, "--report", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["delivery"]["received"] == 10 * N
+    assert "node mqtt://" in r.stdout
+
+
+def _text(table: Any) -> str:
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(table)
+    return console.export_text()

@@ -72,3 +72,39 @@ def test_the_exit_codes_are_documented_as_the_help_gives_them() -> None:
         "`demo`, `replay` and `load` (exit 130",
     ):
         assert needle in text
+
+
+def _readme_tree() -> dict[str, set[str]]:
+    """The ``matchcast/`` tree of the architecture section: each folder's entries, by path
+    (``""`` for ``matchcast/`` itself, ``"cli"`` for ``matchcast/cli/``)."""
+    [block] = re.findall(r"```\n(matchcast/\n.*?)```", _section("Architecture"), re.S)
+    tree: dict[str, set[str]] = {"": set()}
+    path: list[str] = []
+    for line in block.splitlines()[1:]:
+        entry = re.match(r"^([│ ]*)[├└]── (\S+)", line)
+        if entry is None:
+            continue
+        depth, name = len(entry.group(1)) // 4, entry.group(2)
+        path = path[:depth]
+        tree.setdefault("/".join(path), set()).add(name.rstrip("/"))
+        if name.endswith("/"):
+            path.append(name.rstrip("/"))
+            tree.setdefault("/".join(path), set())
+    return tree
+
+
+def test_the_architecture_tree_names_exactly_the_modules_under_matchcast() -> None:
+    """Every module and folder it names exists, and it names every one: a folder's public
+    modules each (a folder of private modules only, such as ``web/``, is described whole);
+    ``__init__`` and ``__main__`` go without saying."""
+    tree = _readme_tree()
+    assert {"", "cli", "app", "transport", "contract", "web", "load"} <= set(tree)
+    for folder, named in tree.items():
+        where = ROOT / "matchcast" / folder
+        modules = {
+            p.stem
+            for p in where.glob("*.py")
+            if p.stem not in ("__init__", "__main__") and not p.stem.startswith("_")
+        }
+        packages = {p.parent.name for p in where.glob("*/__init__.py")}
+        assert named == {f"{m}.py" for m in modules} | packages, folder or "matchcast/"

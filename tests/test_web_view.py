@@ -1,21 +1,23 @@
 """The page's words come from the server: each event's ticker row, the clock display, the status
-label and the goals' labels. These are the words the page's script used to compute itself
+label, the goals' labels and the span of the controls' timeline. These are the words the page's script used to compute itself
 (checked against it, case by case, when they moved here), so the page reads as it did."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from events import Event, MatchState, ReplayStopped, apply
+from events import Event, MatchState, Period, ReplayStopped, apply
 from matchcast.contract.wire_examples import example_events
 from matchcast.web import Hub
-from matchcast.web._view import page_clock, page_view, ticker_row
+from matchcast.web._view import page_clock, page_timeline, page_view, ticker_row
 from simulator import expand, resolve_matches
 
 SEMI = resolve_matches("semifinal")[0]
+STATIC = Path(__file__).parents[1] / "matchcast" / "web" / "static"
 
 ROWS = {
     "kick_off": ("1'", "KICK-OFF", "Argentina v England"),
@@ -129,7 +131,44 @@ async def test_frames_carry_the_view_and_the_row() -> None:
 def test_the_pages_script_knows_no_event_type_and_no_football_words() -> None:
     """The words moved to the server must not grow back in app.js: it reads no event's
     ``type`` and holds none of the ticker's, the clock's or the status pill's words."""
-    js = (Path(__file__).parents[1] / "matchcast" / "web" / "static" / "app.js").read_text()
+    js = (STATIC / "app.js").read_text()
     assert ".type" not in js
     for word in ("KICK-OFF", "HALF TIME", "NO GOAL", "FULL TIME", '"1H"', '"ET1"', "Not started"):
         assert word not in js, word
+
+
+def _states_of(spec: str) -> list[MatchState]:
+    [match] = resolve_matches(spec)
+    state = MatchState.new(match.match_id)
+    states = [state]
+    for item in expand(match):
+        state = apply(state, item.event)
+        states.append(state)
+    return states
+
+
+def test_the_timeline_spans_regulation_time_then_extra_time_once_it_is_played() -> None:
+    """What control.js once computed itself (``period >= 3 ? 120 : 90``), from the clock's
+    vocabulary: 1-90, and 1-120 from the first minute of extra time (the shoot-out too)."""
+    final = _states_of("worldcup:2022/final")  # ARG 3-3 FRA, 4-2 on penalties
+    spans = {(s.clock.period if s.clock else None, page_timeline(s)["last"]) for s in final}
+    assert spans == {
+        (None, 90),
+        (Period.FIRST_HALF, 90),
+        (Period.SECOND_HALF, 90),
+        (Period.EXTRA_TIME_FIRST, 120),
+        (Period.EXTRA_TIME_SECOND, 120),
+        (Period.PENALTIES, 120),
+    }
+    assert {page_timeline(s)["first"] for s in final} == {1}
+    assert page_view(_states()[-1])["timeline"] == {"first": 1, "last": 90}
+
+
+def test_the_controls_script_holds_no_period_length() -> None:
+    """The timeline's span is the server's (``view.timeline``): no 45, 90, 105 or 120 (nor a
+    period's first minute) may come back into control.js."""
+    js = (STATIC / "control.js").read_text()
+    bounds = {str(m) for p in Period for m in (p.first_minute, p.last_minute, p.length) if m > 5}
+    assert bounds >= {"45", "90", "105", "120", "15"}
+    assert sorted(set(re.findall(r"\b\d+\b", js)) & bounds) == []
+    assert "view.timeline" in js

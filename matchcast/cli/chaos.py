@@ -1,4 +1,5 @@
-"""The chaos options of ``replay`` and ``load``, and the ground-truth files they write.
+"""The ground-truth files of ``replay`` and ``load``'s chaos options (declared, like every
+option the commands share, in :mod:`matchcast.cli.options`):
 
 - ``--chaos SPEC --seed N``: the faults (:class:`simulator.ChaosSpec`) and their seed;
 - ``--chaos-log FILE``: every fault injected, one JSON object a line (JSON Lines);
@@ -13,19 +14,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from events import MatchState
 from simulator import ChaosSpec, Fault
 
 __all__ = [
     "TRUTH_FORMAT",
-    "ChaosLogOpt",
-    "ChaosOpt",
-    "SeedOpt",
-    "TruthOpt",
     "parse_chaos",
     "read_truth",
     "write_chaos_log",
@@ -34,28 +29,6 @@ __all__ = [
 
 #: Bumped when the truth file's layout changes incompatibly.
 TRUTH_FORMAT = 1
-
-ChaosOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--chaos",
-        help="Inject faults into each match's stream: a comma-separated SPEC of duplicate=P, "
-        "reorder=P[:WINDOW], drop=P, delay=P:MS, stale-state=P, restart=MINUTE, correction=P, "
-        "burst=MINUTE:SECONDS (docs/chaos.md).",
-        show_default=False,
-    ),
-]
-SeedOpt = Annotated[
-    int, typer.Option("--seed", help="Seed of --chaos: the same seed, the same faults.")
-]
-ChaosLogOpt = Annotated[
-    Path | None,
-    typer.Option("--chaos-log", help="Write every fault injected to this JSON Lines file."),
-]
-TruthOpt = Annotated[
-    Path | None,
-    typer.Option("--truth", help="Write the true final state of each match to this JSON file."),
-]
 
 
 def parse_chaos(text: str | None) -> ChaosSpec | None:

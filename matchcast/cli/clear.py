@@ -19,6 +19,7 @@ from matchcast.cli.options import (
     BrokerOpt,
     CaFileOpt,
     CertFileOpt,
+    ClearMatchOpt,
     KeyFileOpt,
     LogFmtOpt,
     RootOpt,
@@ -58,10 +59,7 @@ def clear(
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
     root: RootOpt = DEFAULT_ROOT,
-    match: Annotated[
-        str | None,
-        typer.Option("--match", help="Only this match's state and consumer reports."),
-    ] = None,
+    match: ClearMatchOpt = None,
     replayer: Annotated[
         list[str] | None,
         typer.Option(

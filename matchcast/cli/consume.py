@@ -44,12 +44,13 @@ from matchcast.cli.options import (
     CaFileOpt,
     CertFileOpt,
     ClientOpt,
+    ExitAtFullTimeOpt,
     KeyFileOpt,
     LogFmtOpt,
     MatchFilterOpt,
     ProtocolOpt,
-    QosOpt,
     RootOpt,
+    SubscriptionQosOpt,
     TlsInsecureOpt,
     VerboseOpt,
     connection_options,
@@ -103,7 +104,7 @@ def consume(
     tls_insecure: TlsInsecureOpt = False,
     match: MatchFilterOpt = "+",
     root: RootOpt = DEFAULT_ROOT,
-    qos: QosOpt = 1,
+    qos: SubscriptionQosOpt = 1,
     client_id: Annotated[
         str | None,
         typer.Option(
@@ -162,14 +163,7 @@ def consume(
         float | None,
         typer.Option(min=0, help="Seconds they wait for it, at most (default 0.5)."),
     ] = None,
-    exit_at_full_time: Annotated[
-        bool,
-        typer.Option(
-            "--exit-at-full-time",
-            help="Exit at the full time of the match (--match) in a run live when it joins or "
-            "starting after; a finished state retained by an earlier run does not count.",
-        ),
-    ] = False,
+    exit_at_full_time: ExitAtFullTimeOpt = False,
     protocol: ProtocolOpt = "auto",
     client: ClientOpt = ClientKind.fast,
     log_format: LogFmtOpt = "auto",

@@ -17,6 +17,7 @@ from matchcast.cli.options import (
     BrokerOpt,
     CaFileOpt,
     CertFileOpt,
+    ControlMatchOpt,
     KeyFileOpt,
     LogFmtOpt,
     RootOpt,
@@ -48,9 +49,7 @@ def control(
         str | None,
         typer.Option("--replayer", help="The replayer's id; optional with one online."),
     ] = None,
-    match: Annotated[
-        str | None, typer.Option("--match", help="Only this match; all of the replayer's.")
-    ] = None,
+    match: ControlMatchOpt = None,
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.1, help="Seconds to wait for the answer.")
     ] = 5.0,

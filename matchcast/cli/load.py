@@ -22,10 +22,6 @@ from rich.markup import escape
 
 from events import LOAD_ROOT, BrokerError, Topics
 from matchcast.cli.chaos import (
-    ChaosLogOpt,
-    ChaosOpt,
-    SeedOpt,
-    TruthOpt,
     parse_chaos,
     write_chaos_log,
     write_truth,
@@ -35,17 +31,21 @@ from matchcast.cli.common import run as run_command
 from matchcast.cli.options import (
     CaFileOpt,
     CertFileOpt,
-    ConsumerClientOpt,
+    ChaosLogOpt,
+    ChaosOpt,
+    ClientOpt,
     KeyFileOpt,
     LoadBrokerOpt,
-    LoadClientOpt,
-    LoadQosOpt,
+    LoadSpeedOpt,
+    LogFmtOpt,
     ProtocolOpt,
+    QosOpt,
     RootOpt,
-    ShortLogFmtOpt,
-    ShortVerboseOpt,
+    SeedOpt,
     SubscriptionQosOpt,
     TlsInsecureOpt,
+    TruthOpt,
+    VerboseOpt,
     connection_options,
     load_matches,
     parse_protocol,
@@ -81,8 +81,7 @@ _ChartOpt = Annotated[
 
 def make_factory(kind: ClientKind, brokers: Any, protocol: str = "auto") -> Any:
     """A :data:`~matchcast.load.ClientFactory` for ``kind``, each connection to the next node
-    of its role: ``brokers`` is a :class:`NodeAssigner` (which counts them), a list of broker
-    URLs, or one."""
+    of its role: ``brokers`` is a :class:`NodeAssigner`, a list of broker URLs, or one."""
     from matchcast.transport.connection import BrokerURL  # noqa: PLC0415
 
     if isinstance(brokers, NodeAssigner):
@@ -165,9 +164,7 @@ def load(
         str | None,
         typer.Option("--shared-group", help="Probes share $share/NAME/... as one consumer."),
     ] = None,
-    speed: Annotated[
-        str, typer.Option("--speed", help="Match seconds per wall second per match, or max.")
-    ] = "max",
+    speed: LoadSpeedOpt = "max",
     rate: Annotated[
         float | None,
         typer.Option("--rate", min=0.001, help="Target total events/s (overrides --speed)."),
@@ -179,7 +176,7 @@ def load(
         float | None,
         typer.Option("--duration", min=0.1, help="Send for this long, replacing finished matches."),
     ] = None,
-    qos: LoadQosOpt = 0,
+    qos: QosOpt = 0,
     payload_size: Annotated[
         int, typer.Option("--payload-size", min=0, help="Pad events to this many bytes.")
     ] = 0,
@@ -198,7 +195,7 @@ def load(
     drain_idle: Annotated[
         float, typer.Option("--drain-idle", min=0, help="Stop waiting after this idle time.")
     ] = 2.0,
-    client: LoadClientOpt = ClientKind.fast,
+    client: ClientOpt = ClientKind.fast,
     root: RootOpt = LOAD_ROOT,
     report: Annotated[Path | None, _report_option("Write every figure to this JSON file.")] = None,
     csv_path: _CsvOpt = None,
@@ -276,8 +273,8 @@ def load(
     chaos_log: ChaosLogOpt = None,
     truth: TruthOpt = None,
     protocol: ProtocolOpt = "auto",
-    log_format: ShortLogFmtOpt = "auto",
-    verbose: ShortVerboseOpt = 0,
+    log_format: LogFmtOpt = "auto",
+    verbose: VerboseOpt = 0,
 ) -> None:
     """Drive K concurrent matches onto a broker and measure what M subscribers receive.
 
@@ -523,10 +520,14 @@ def _run_load(a: _LoadArgs, plan: _Plan) -> dict[str, Any]:
             factory = make_factory(a.client, nodes, plan.protocol)
             run = LoadRun(plan.options, plan.templates, factory)
             result = _run_here(
-                run, plan.parameters, console, a.progress, streams=plan.shard is not None
+                run,
+                plan.parameters,
+                console,
+                a.progress,
+                streams=plan.shard is not None,
+                nodes=nodes.keys,
             )
             _write_ground_truth(run, plan.chaos, a.seed, a.chaos_log, a.truth)
-            result["nodes"] = nodes.figures()
         # A spawned broker goes with its states; shards and workers: the one that merges.
         _clear_own(
             nodes.urls,
@@ -585,7 +586,13 @@ def _clear_own(url: Any, topics: Any, tag: str, console: Any, *, keep: bool) -> 
 
 
 def _run_here(
-    run: Any, parameters: dict[str, Any], console: Any, progress: bool, *, streams: bool
+    run: Any,
+    parameters: dict[str, Any],
+    console: Any,
+    progress: bool,
+    *,
+    streams: bool,
+    nodes: tuple[str, ...],
 ) -> dict[str, Any]:
     """Run ``run`` in this process; its report, marked ``interrupted`` after Ctrl-C."""
     from matchcast.load import build_report  # noqa: PLC0415
@@ -594,7 +601,7 @@ def _run_here(
     if interrupted and run.sender is None:
         console.print("interrupted before the first event was sent", markup=False)
         raise CommandExit(130)
-    result = build_report(run, parameters, streams=streams)
+    result = build_report(run, parameters, streams=streams, nodes=nodes)
     result["interrupted"] = interrupted
     return result
 
@@ -977,10 +984,10 @@ def consume(
         float | None,
         typer.Option("--idle-exit", min=0.1, help="Exit after this many idle seconds."),
     ] = None,
-    client: ConsumerClientOpt = ClientKind.fast,
+    client: ClientOpt = ClientKind.fast,
     protocol: ProtocolOpt = "auto",
-    log_format: ShortLogFmtOpt = "auto",
-    verbose: ShortVerboseOpt = 0,
+    log_format: LogFmtOpt = "auto",
+    verbose: VerboseOpt = 0,
 ) -> None:
     """Run the consumer runner under load: metrics on HTTP, final state reported for checking."""
     from matchcast.load import RunnerMetrics, run_consumer  # noqa: PLC0415

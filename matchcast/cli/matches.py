@@ -10,7 +10,7 @@ import datetime as dt
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -111,6 +111,11 @@ def _xg(value: str | None) -> tuple[float, float] | None:
     return home, away
 
 
+def _output_option(help_text: str) -> Any:
+    """``-o`` of simulate and import: where the match files go."""
+    return typer.Option("--output", "-o", help=help_text)
+
+
 def simulate(
     home: Annotated[str, typer.Option(help="Home team, a FIFA code.")] = "ARG",
     away: Annotated[str, typer.Option(help="Away team, a FIFA code.")] = "ENG",
@@ -120,11 +125,7 @@ def simulate(
     ] = 1,
     output: Annotated[
         Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="File (.yaml/.json), or a directory for --count > 1; default stdout.",
-        ),
+        _output_option("File (.yaml/.json), or a directory for --count > 1; default stdout."),
     ] = None,
     knockout: Annotated[
         bool, typer.Option("--knockout", help="Level after 90 goes to extra time and penalties.")
@@ -182,10 +183,8 @@ def import_(
     ],
     output: Annotated[
         Path | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="Match file (.yaml/.json), or a directory for many matches; default stdout.",
+        _output_option(
+            "Match file (.yaml/.json), or a directory for many matches; default stdout."
         ),
     ] = None,
     select: Annotated[

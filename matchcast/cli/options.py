@@ -40,22 +40,30 @@ __all__ = [
     "BrokerOpt",
     "CaFileOpt",
     "CertFileOpt",
+    "ChaosLogOpt",
+    "ChaosOpt",
+    "ClearMatchOpt",
     "ClientOpt",
-    "ConsumerClientOpt",
+    "ControlMatchOpt",
+    "DemoSpeedOpt",
+    "ExitAtFullTimeOpt",
+    "FromOpt",
     "KeyFileOpt",
     "LoadBrokerOpt",
-    "LoadClientOpt",
-    "LoadQosOpt",
+    "LoadSpeedOpt",
     "LogFmtOpt",
     "MatchFilterOpt",
     "ProtocolOpt",
     "QosOpt",
+    "ReplaySpeedOpt",
     "RootOpt",
-    "ShortLogFmtOpt",
-    "ShortVerboseOpt",
+    "SeedOpt",
     "SubscriptionQosOpt",
     "TlsInsecureOpt",
+    "TruthOpt",
     "VerboseOpt",
+    "WebDemoFromOpt",
+    "WebDemoSpeedOpt",
     "check_start",
     "connection_options",
     "load_matches",
@@ -72,24 +80,18 @@ DEFAULT_EMBEDDED_PORT = 1883
 #: ``demo`` and ``web --demo``: the semi-final's 98 minutes of play in about 90 seconds.
 DEMO_SPEED = 65.0
 
-#: The help of the ``--client`` of watch, consume and web.
+#: The help of ``--client`` (its default is each command's: aiomqtt where speed does not
+#: matter, the fast client where it does).
 CLIENT_HELP = (
     "MQTT client: fast (matchcast.fastmqtt, several times aiomqtt's rate) or aiomqtt "
     "(on paho). Both speak MQTT 5 and 3.1.1."
 )
 
+# Where one option reads differently in different commands (what it changes is not the same),
+# a private factory declares it once and each variant below words its help.
 
-def _client_option(help_text: str) -> Any:
-    return typer.Option("--client", help=help_text)
 
-
-ClientOpt = Annotated[ClientKind, _client_option(CLIENT_HELP)]
-LoadClientOpt = Annotated[
-    ClientKind, _client_option("fast (mqtt5 codec and our own 3.1.1; 7x aiomqtt here) or aiomqtt.")
-]
-ConsumerClientOpt = Annotated[
-    ClientKind, _client_option("fast or aiomqtt; both speak MQTT 5 and 3.1.1.")
-]
+ClientOpt = Annotated[ClientKind, typer.Option("--client", help=CLIENT_HELP)]
 
 
 def _broker_option(help_text: str) -> Any:
@@ -147,38 +149,114 @@ TlsInsecureOpt = Annotated[
         "change the stream. For test brokers only.",
     ),
 ]
-RootOpt = Annotated[str, typer.Option("--root", help="Topic root.")]
-MatchFilterOpt = Annotated[str, typer.Option("--match", help="Only this match id; '+' for all.")]
-
-
-def _log_format_option(help_text: str) -> Any:
-    return typer.Option("--log-format", help=help_text)
-
-
-def _verbose_option(help_text: str) -> Any:
-    return typer.Option("--verbose", "-v", count=True, help=help_text)
-
-
-def _qos_option(help_text: str) -> Any:
-    return typer.Option("--qos", min=0, max=2, help=help_text)
-
-
-LogFmtOpt = Annotated[
-    str, _log_format_option("auto (console on a terminal, JSON otherwise), console or json.")
-]
-VerboseOpt = Annotated[int, _verbose_option("More logs (-v info, -vv debug).")]
-#: The load commands' shorter help of the same two options.
-ShortLogFmtOpt = Annotated[str, _log_format_option("auto, console or json.")]
-ShortVerboseOpt = Annotated[int, _verbose_option("More logs.")]
-QosOpt = Annotated[int, _qos_option("MQTT QoS of every message.")]
-LoadQosOpt = Annotated[int, _qos_option("QoS of every message.")]
-SubscriptionQosOpt = Annotated[int, _qos_option("Subscription QoS.")]
 ProtocolOpt = Annotated[
     str,
     typer.Option(
         "--protocol",
         help="MQTT protocol: auto (5, else 3.1.1 if the broker refuses or ignores 5), 5 or 3.1.1.",
     ),
+]
+RootOpt = Annotated[str, typer.Option("--root", help="Topic root.")]
+LogFmtOpt = Annotated[
+    str,
+    typer.Option(
+        "--log-format", help="auto (console on a terminal, JSON otherwise), console or json."
+    ),
+]
+VerboseOpt = Annotated[
+    int, typer.Option("--verbose", "-v", count=True, help="More logs (-v info, -vv debug).")
+]
+
+
+def _qos_option(help_text: str) -> Any:
+    return typer.Option("--qos", min=0, max=2, help=help_text)
+
+
+#: replay and load: the QoS they publish (and load's probes subscribe) with.
+QosOpt = Annotated[int, _qos_option("MQTT QoS of every message.")]
+#: watch, consume and load-consumer: the QoS they subscribe with.
+SubscriptionQosOpt = Annotated[int, _qos_option("Subscription QoS.")]
+
+
+def _match_option(help_text: str) -> Any:
+    return typer.Option("--match", help=help_text)
+
+
+#: watch and consume: the matches to follow.
+MatchFilterOpt = Annotated[str, _match_option("Only this match id; '+' for all.")]
+#: clear: whose retained topics.
+ClearMatchOpt = Annotated[
+    str | None, _match_option("Only this match's state and consumer reports.")
+]
+#: control: which of the replayer's matches a command is for.
+ControlMatchOpt = Annotated[str | None, _match_option("Only this match; all of the replayer's.")]
+
+ExitAtFullTimeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--exit-at-full-time",
+        help="Exit at the full time of the match (--match) in a run that is live when it "
+        "joins or starts after; a finished state retained by an earlier run, or a replay "
+        "stopped before full time, does not end it.",
+    ),
+]
+
+
+def _speed_option(help_text: str, *, show_default: bool = True) -> Any:
+    return typer.Option("--speed", help=help_text, show_default=show_default)
+
+
+#: replay: its default depends on what it plays, so the help says it.
+ReplaySpeedOpt = Annotated[
+    str | None,
+    _speed_option(
+        "Match seconds per wall second (1 real time, 60 a minute a second), or 'max'. "
+        "Default 60; for a recording, times faster than recorded, default 1.",
+        show_default=False,
+    ),
+]
+DemoSpeedOpt = Annotated[str, _speed_option("Match seconds per wall second, or 'max'.")]
+#: web: only its --demo replay has a speed.
+WebDemoSpeedOpt = Annotated[
+    str, _speed_option("With --demo: match seconds per wall second, or 'max'.")
+]
+LoadSpeedOpt = Annotated[str, _speed_option("Match seconds per wall second per match, or max.")]
+
+
+def _from_option(help_text: str) -> Any:
+    return typer.Option("--from", help=help_text)
+
+
+#: replay and demo: where the replay starts; checked by :func:`parse_from` and
+#: :func:`check_start`.
+FromOpt = Annotated[
+    str | None,
+    _from_option("Start at this minute (e.g. 60, 90+2), publishing the state at that point first."),
+]
+#: web: only its --demo replay has a start.
+WebDemoFromOpt = Annotated[str | None, _from_option("With --demo: start at this minute, e.g. 60.")]
+
+# replay and load: seeded faults (:mod:`matchcast.cli.chaos` writes their files).
+ChaosOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--chaos",
+        help="Inject faults into each match's stream: a comma-separated SPEC of duplicate=P, "
+        "reorder=P[:WINDOW], drop=P, delay=P:MS, stale-state=P, restart=MINUTE, correction=P, "
+        "burst=MINUTE:SECONDS (docs/chaos.md).",
+        show_default=False,
+    ),
+]
+SeedOpt = Annotated[
+    int, typer.Option("--seed", help="Seed of --chaos: the same seed, the same faults.")
+]
+ChaosLogOpt = Annotated[
+    Path | None,
+    typer.Option("--chaos-log", help="Write every fault injected to this JSON Lines file."),
+]
+TruthOpt = Annotated[
+    Path | None,
+    typer.Option("--truth", help="Write the true final state of each match to this JSON file."),
 ]
 
 

@@ -16,15 +16,7 @@ from rich.markup import escape
 
 from events import DEFAULT_ROOT, MatchState
 from matchcast.app import run_replay, run_watch
-from matchcast.cli.chaos import (
-    ChaosLogOpt,
-    ChaosOpt,
-    SeedOpt,
-    TruthOpt,
-    parse_chaos,
-    write_chaos_log,
-    write_truth,
-)
+from matchcast.cli.chaos import parse_chaos, write_chaos_log, write_truth
 from matchcast.cli.common import fail, run, setup_logs
 from matchcast.cli.matches import match_day
 from matchcast.cli.options import (
@@ -33,12 +25,19 @@ from matchcast.cli.options import (
     BrokerOpt,
     CaFileOpt,
     CertFileOpt,
+    ChaosLogOpt,
+    ChaosOpt,
+    DemoSpeedOpt,
+    FromOpt,
     KeyFileOpt,
     LogFmtOpt,
     ProtocolOpt,
     QosOpt,
+    ReplaySpeedOpt,
     RootOpt,
+    SeedOpt,
     TlsInsecureOpt,
+    TruthOpt,
     VerboseOpt,
     check_start,
     connection_options,
@@ -80,12 +79,8 @@ def demo(
             show_default=False,
         ),
     ] = None,
-    speed: Annotated[str, typer.Option(help="Match seconds per wall second, or 'max'.")] = str(
-        int(DEMO_SPEED)
-    ),
-    start: Annotated[
-        str | None, typer.Option("--from", help="Start at this minute, e.g. 60 or 90+2.")
-    ] = None,
+    speed: DemoSpeedOpt = str(int(DEMO_SPEED)),
+    start: FromOpt = None,
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -144,21 +139,8 @@ def replay(
     cert_file: CertFileOpt = None,
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
-    speed: Annotated[
-        str | None,
-        typer.Option(
-            help="Match seconds per wall second (1 real time, 60 a minute a second), or 'max'. "
-            "Default 60; for a recording, times faster than recorded, default 1.",
-            show_default=False,
-        ),
-    ] = None,
-    start: Annotated[
-        str | None,
-        typer.Option(
-            "--from",
-            help="Start at this minute (e.g. 60, 90+2), publishing the state at that point first.",
-        ),
-    ] = None,
+    speed: ReplaySpeedOpt = None,
+    start: FromOpt = None,
     break_seconds: Annotated[
         float | None, typer.Option("--break-seconds", help="Wall seconds each break lasts.")
     ] = 2.0,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Annotated
 
 import typer
 
@@ -25,12 +24,13 @@ from matchcast.cli.options import (
     CaFileOpt,
     CertFileOpt,
     ClientOpt,
+    ExitAtFullTimeOpt,
     KeyFileOpt,
     LogFmtOpt,
     MatchFilterOpt,
     ProtocolOpt,
-    QosOpt,
     RootOpt,
+    SubscriptionQosOpt,
     TlsInsecureOpt,
     VerboseOpt,
     connection_options,
@@ -53,16 +53,8 @@ def watch(
     tls_insecure: TlsInsecureOpt = False,
     match: MatchFilterOpt = "+",
     root: RootOpt = DEFAULT_ROOT,
-    qos: QosOpt = 1,
-    exit_at_full_time: Annotated[
-        bool,
-        typer.Option(
-            "--exit-at-full-time",
-            help="Exit at the full time of the match (--match) in a run that is live when the "
-            "watch joins or starts after; a finished state retained by an earlier run, or a "
-            "replay stopped before full time, does not end it.",
-        ),
-    ] = False,
+    qos: SubscriptionQosOpt = 1,
+    exit_at_full_time: ExitAtFullTimeOpt = False,
     protocol: ProtocolOpt = "auto",
     client: ClientOpt = ClientKind.aiomqtt,
     log_format: LogFmtOpt = "auto",

@@ -28,6 +28,8 @@ from matchcast.cli.options import (
     RootOpt,
     TlsInsecureOpt,
     VerboseOpt,
+    WebDemoFromOpt,
+    WebDemoSpeedOpt,
     check_start,
     connection_options,
     load_matches,
@@ -67,12 +69,8 @@ def web(
         str | None,
         typer.Option("--match", help="With --demo: the match file or bundled name to replay."),
     ] = None,
-    speed: Annotated[
-        str, typer.Option(help="With --demo: match seconds per wall second, or 'max'.")
-    ] = str(int(DEMO_SPEED)),
-    start: Annotated[
-        str | None, typer.Option("--from", help="With --demo: start at this minute, e.g. 60.")
-    ] = None,
+    speed: WebDemoSpeedOpt = str(int(DEMO_SPEED)),
+    start: WebDemoFromOpt = None,
     root: RootOpt = DEFAULT_ROOT,
     control: Annotated[
         bool,

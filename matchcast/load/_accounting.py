@@ -28,9 +28,12 @@ from typing import Any
 from hdrh.histogram import HdrHistogram
 
 __all__ = [
+    "DUPLICATE",
     "PERCENTILES",
+    "REORDERED",
     "ConsumerAccount",
     "LatencySeries",
+    "LatencyUnion",
     "StreamStats",
     "decode_histogram",
     "encode_histogram",
@@ -41,6 +44,8 @@ __all__ = [
 
 #: Percentiles every latency summary reports.
 PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+#: What :meth:`StreamStats.record` says of an arrival besides "new, in order" (0).
+DUPLICATE, REORDERED = 1, 2
 #: Histogram range: 1 us to 10 minutes, 3 significant digits.
 _LOWEST, _HIGHEST, _DIGITS = 1, 600_000_000, 3
 
@@ -152,6 +157,50 @@ class LatencySeries:
         return sealed + sum(self._counts.get(second, Counter()).values())
 
 
+class LatencyUnion:
+    """Several :class:`LatencySeries` read as one: a run's latencies, kept per node.
+
+    Each probe connection records into its node's series (no second record per message);
+    the run's figures are the sum of the parts, added only when asked for.
+    """
+
+    def __init__(self) -> None:
+        self.parts: list[LatencySeries] = []
+
+    def part(self) -> LatencySeries:
+        """A new series that counts in the union."""
+        series = LatencySeries()
+        self.parts.append(series)
+        return series
+
+    def seal_before(self, second: int) -> None:
+        """:meth:`LatencySeries.seal_before` on every part."""
+        for series in self.parts:
+            series.seal_before(second)
+
+    def seconds(self) -> list[int]:
+        """The seconds that hold at least one value in some part, in order."""
+        return sorted({s for series in self.parts for s in series.seconds()})
+
+    def histogram(self, second: int | None = None) -> HdrHistogram:
+        """The histogram of one second, or of the whole run, over every part."""
+        hist = new_histogram()
+        for series in self.parts:
+            hist.add(series.histogram(second))
+        return hist
+
+    def counts(self, second: int) -> Counter[int]:
+        """The exact counts of ``second`` not yet sealed, over every part."""
+        total: Counter[int] = Counter()
+        for series in self.parts:
+            total.update(series.counts(second))
+        return total
+
+    def count(self, second: int) -> int:
+        """Values recorded in ``second``, over every part."""
+        return sum(series.count(second) for series in self.parts)
+
+
 @dataclass(slots=True)
 class StreamStats:
     """One match as one consumer received it."""
@@ -164,8 +213,9 @@ class StreamStats:
     max_seq: int = 0
     seen: bytearray = field(default_factory=bytearray)
 
-    def record(self, seq: int) -> None:
-        """Account one arrival of ``seq`` (1-based)."""
+    def record(self, seq: int) -> int:
+        """Account one arrival of ``seq`` (1-based): 0 if new and in order, else
+        :data:`DUPLICATE` or :data:`REORDERED` (so a caller can count them per node)."""
         self.received += 1
         byte, bit = divmod(seq - 1, 8)
         seen = self.seen
@@ -174,14 +224,15 @@ class StreamStats:
         mask = 1 << bit
         if seen[byte] & mask:
             self.duplicates += 1
-            return
+            return DUPLICATE
         seen[byte] |= mask
         self.unique += 1
         if seq < self.max_seq:
             self.reordered += 1
             self.max_displacement = max(self.max_displacement, self.max_seq - seq)
-        else:
-            self.max_seq = seq
+            return REORDERED
+        self.max_seq = seq
+        return 0
 
     def to_wire(self) -> list[int | str]:
         """A compact, JSON-ready form: counters and the seen-bitmap in base64."""

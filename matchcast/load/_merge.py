@@ -242,7 +242,7 @@ def _merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
         ),
         "expected_last_seq": expected,
         "final_scores": final_scores,
-        "nodes": merge_node_figures(reports),
+        "nodes": merge_node_figures(reports, {c["consumer"]: c["lost"] for c in consumers}),
         "streams": None,
         "chaos": _chaos([r["chaos"] for r in reports if r.get("chaos")]),
         "injected_streams": None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from rich.table import Table
@@ -19,6 +20,7 @@ from matchcast.load._accounting import (
     encode_histogram,
     histogram_summary,
 )
+from matchcast.load._nodes import run_node_figures
 from matchcast.load._run import ConnectionHealth, LoadRun
 
 __all__ = [
@@ -32,9 +34,12 @@ __all__ = [
 
 #: Bumped when the report's layout changes. 2: ``chaos``, per-consumer and total ``injected``
 #: and ``network`` splits of loss, duplicates and reordering, ``injected_streams``.
-REPORT_FORMAT = 2
+#: 3: ``nodes`` holds what flowed through each node (events published and acknowledged,
+#: received, unique, lost, duplicates, reordered, latency), its connection counts under
+#: ``connections``, counted on the node each client really connected to.
+REPORT_FORMAT = 3
 #: Report formats ``load merge`` reads.
-READABLE_FORMATS = (1, 2)
+READABLE_FORMATS = (1, 2, 3)
 
 
 def _health(h: ConnectionHealth) -> dict[str, Any]:
@@ -84,12 +89,18 @@ def _rate(n: int, seconds: float) -> float:
 
 
 def build_report(
-    run: LoadRun, parameters: dict[str, Any], *, streams: bool = False
+    run: LoadRun,
+    parameters: dict[str, Any],
+    *,
+    streams: bool = False,
+    nodes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Every figure of a finished run, with ``parameters`` (what was asked for).
 
     With ``streams``, every consumer's per-stream state goes in too, so that
     :func:`~matchcast.load.merge_reports` can combine the reports of several shards exactly.
+    ``nodes`` are the nodes of the broker list: each has its entry in ``"nodes"``, even one
+    that no connection reached.
     """
     stats = run.stats
     sender = run.sender
@@ -172,6 +183,16 @@ def build_report(
         "chaos": chaos_summary(parameters.get("chaos"), parameters.get("seed"), fault_counts, sent),
         "expected_last_seq": stats.expected,
         "final_scores": stats.final_scores,
+        "nodes": {
+            key: fig.to_report({c["consumer"]: c["lost"] for c in consumers})
+            for key, fig in run_node_figures(
+                run.nodes,
+                run.publisher_figures(),
+                listed=nodes,
+                qos=run.options.shape.qos,
+                shared=run.options.shared_group is not None,
+            ).items()
+        },
         "streams": (
             {acc.name: {m: st.to_wire() for m, st in acc.streams.items()} for acc in run.accounts}
             if streams
@@ -242,6 +263,7 @@ def render_table(report: dict[str, Any]) -> Table:
             f"{c['connected']} / {c['connect_failures']} / {c['disconnects']} / "
             f"{c['reconnects']}  (connect median {c['connect_ms']['median']} ms)",
         )
+    _add_nodes(table, report.get("nodes") or {})
     v = report.get("verification")
     if v is not None:
         for c in v["consumers"]:
@@ -253,6 +275,44 @@ def render_table(report: dict[str, Any]) -> Table:
     for c in report.get("checks") or ():
         table.add_row(Text(f"check {c['check']}  (actual {c['actual']:g})"), _verdict(c["passed"]))
     return table
+
+
+_NODE_DELIVERY = ("received", "unique", "lost", "duplicates", "reordered")
+
+
+def _add_nodes(table: Table, nodes: dict[str, Any]) -> None:
+    """A section per node, where the list has more than one (format 2: connections only)."""
+    if len(nodes) < 2:
+        return
+
+    def num(value: int | None) -> str:
+        return "n/a" if value is None else f"{value:,}"
+
+    for url, n in nodes.items():
+        table.add_section()
+        conns = n.get("connections", n)  # format 2: the counts alone
+        table.add_row(
+            Text(f"node {url}: connections"),
+            Text(", ".join(f"{role} {k}" for role, k in sorted(conns.items())) or "none"),
+        )
+        if "received" not in n:
+            continue
+        table.add_row(
+            Text("  events published / acknowledged / publish failures"),
+            Text(
+                f"{num(n['events_published'])} / {num(n['events_acknowledged'])} / "
+                f"{num(n['publish_failures'])}"
+            ),
+        )
+        table.add_row(
+            Text("  received / unique / lost / duplicates / reordered"),
+            Text(" / ".join(num(n[k]) for k in _NODE_DELIVERY)),
+        )
+        lat = n["latency_ms"]
+        table.add_row(
+            Text("  latency ms p50 / p99 / max"),
+            Text(f"{lat['p50']} / {lat['p99']} / {lat['max']}" if lat["count"] else "n/a"),
+        )
 
 
 def _verdict(ok: bool) -> Text:

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -26,11 +26,21 @@ from events import (
     Publisher,
     Topics,
 )
-from matchcast.load._accounting import ConsumerAccount, LatencySeries, parse_probe_fields
+from matchcast.load._accounting import (
+    DUPLICATE,
+    ConsumerAccount,
+    LatencyUnion,
+    StreamStats,
+    parse_probe_fields,
+)
+from matchcast.load._nodes import NodeTally, node_key
 from matchcast.load._sender import Sender, SenderStats
 from matchcast.load._verify import collect_reported_states, verify_states
 from matchcast.load._workload import LoadShape, MatchTemplate
 from simulator import ChaosSpec
+
+if TYPE_CHECKING:
+    from matchcast.transport.connection import BrokerURL
 
 __all__ = [
     "ClientFactory",
@@ -47,6 +57,11 @@ _log = structlog.get_logger("matchcast.load")
 
 class LoadClient(Publisher, MessageSource, Protocol):
     """A connection that both publishes and subscribes (both MQTT clients are one)."""
+
+    @property
+    def url(self) -> BrokerURL:
+        """The node of the current connection (after a failover, the new one)."""
+        ...
 
 
 #: Makes a client from a client id and a role (``pub``, ``probe``, ``verify``); entering it
@@ -161,13 +176,40 @@ class LoadRun:
         self.probes = ConnectionHealth()
         self.pubs = ConnectionHealth()
         self.accounts: list[ConsumerAccount] = []
-        #: Every probe's latencies, by second (one series: only totals are reported).
-        self.latency = LatencySeries()
+        #: Every probe's latencies, by second: one series per node, read as one.
+        self.latency = LatencyUnion()
+        #: What flowed through each node, by its name in reports (see ``node_key``).
+        self.nodes: dict[str, NodeTally] = {}
+        #: The node of each publisher connection, in the sender's order.
+        self.publisher_nodes: list[str] = []
         self.sender: Sender | None = None
         self.last_rx = 0.0
         self.first_rx = 0.0
         self.ended = 0.0
         self.verification: dict[str, Any] | None = None
+
+    def _tally(self, url: BrokerURL) -> NodeTally:
+        """The figures of node ``url``, new the first time it is named."""
+        key = node_key(url)
+        tally = self.nodes.get(key)
+        if tally is None:
+            tally = self.nodes[key] = NodeTally(latency=self.latency.part())
+        return tally
+
+    def publisher_figures(self) -> list[tuple[str, int, int, int]]:
+        """Per publisher connection: its node, events published, acknowledged and failures."""
+        sender = self.sender
+        if sender is None:
+            return []
+        return list(
+            zip(
+                self.publisher_nodes,
+                sender.conn_events,
+                sender.conn_acked,
+                sender.conn_failures,
+                strict=True,
+            )
+        )
 
     @property
     def stats(self) -> SenderStats:
@@ -192,6 +234,9 @@ class LoadRun:
                 failed.append((client_id, err))
                 continue
             health.connect_ms.append((time.monotonic() - t) * 1000)
+            self._tally(client.url).connections[kind] += 1
+            if kind == "pub":
+                self.publisher_nodes.append(node_key(client.url))
             out.append(client)
         if n and not out:  # one error, naming the broker once, and no warnings before it
             last = failed[-1][1] if failed else None
@@ -211,17 +256,12 @@ class LoadRun:
             for probe in probes:
                 await probe.subscribe(flt, qos=opts.shape.qos)
             if opts.shared_group:
-                group = ConsumerAccount(
-                    f"$share/{opts.shared_group}", members=len(probes), latency=self.latency
-                )
+                group = ConsumerAccount(f"$share/{opts.shared_group}", members=len(probes))
                 self.accounts = [group]
                 routes = [group] * len(probes)
             else:
                 name = "probe-{}" if opts.shard is None else f"probe-{self.first_index}-{{}}"
-                self.accounts = [
-                    ConsumerAccount(name.format(i), latency=self.latency)
-                    for i in range(len(probes))
-                ]
+                self.accounts = [ConsumerAccount(name.format(i)) for i in range(len(probes))]
                 routes = self.accounts
             clients = await self._connect(stack, "pub", opts.publishers, self.pubs)
             publishers: list[Publisher] = list(clients)
@@ -315,7 +355,7 @@ class LoadRun:
                 return
             await asyncio.sleep(0.02)
 
-    async def _read(self, probe: MessageSource, account: ConsumerAccount, index: int) -> None:
+    async def _read(self, probe: LoadClient, account: ConsumerAccount, index: int) -> None:
         """Account what ``probe`` receives; reconnect (and count it) if the connection drops."""
         async with contextlib.AsyncExitStack() as stack:
             while True:
@@ -349,11 +389,12 @@ class LoadRun:
                 delay = min(delay * 2, 1.0)
                 continue
             self.probes.connect_ms.append((time.monotonic() - t) * 1000)
-            _log.info("probe.reconnected", client_id=client_id)
+            self._tally(client.url).connections["probe"] += 1
+            _log.info("probe.reconnected", client_id=client_id, broker=node_key(client.url))
             return client
 
-    async def _consume(self, probe: MessageSource, account: ConsumerAccount) -> None:
-        ingest = self._ingester(account)
+    async def _consume(self, probe: LoadClient, account: ConsumerAccount) -> None:
+        ingest = self._ingester(account, probe)
         if isinstance(probe, BatchSource):
             probe.set_batch_handler(lambda batch: ingest(batch, time.time()))
             try:
@@ -364,16 +405,32 @@ class LoadRun:
         async for message in probe.messages():
             ingest([message], time.time())
 
-    def _ingester(self, account: ConsumerAccount) -> Callable[[Sequence[Message], float], None]:
-        """Accounts a batch of messages that arrived at ``now`` (epoch seconds)."""
+    def _ingester(
+        self, account: ConsumerAccount, probe: LoadClient
+    ) -> Callable[[Sequence[Message], float], None]:
+        """Accounts a batch of messages that arrived at ``now`` (epoch seconds) on ``probe``.
+
+        What arrives counts for the consumer and for the node ``probe`` is connected to: the
+        node's counters are added to once per batch, and its latency series takes the latency
+        instead of a run-wide one, so a node costs the hot path no lookup per message.
+        """
         topics = self.options.topics
         match_of: dict[str, str | None] = {}  # topic -> match id; None: not an event topic
-        record = account.record
+        streams = account.streams
+        plain = self.options.shared_group is None
+        url = probe.url
+        tally = self._on_node(account, url, plain)
 
         def ingest(batch: Sequence[Message], now: float) -> None:
+            nonlocal url, tally
+            if probe.url is not url:  # the client failed over: the rest counts on its new node
+                url = probe.url
+                tally = self._on_node(account, url, plain, moved=True)
+            add = tally.latency.add
             sender = self.sender
             wall0 = sender.wall0 if sender is not None and sender.wall0 else now
             second = int(now - wall0)
+            skipped = duplicates = reordered = 0
             for topic, payload, _, _ in batch:
                 try:
                     match_id = match_of[topic]
@@ -386,20 +443,50 @@ class LoadRun:
                     )
                 if match_id is None:
                     account.unexpected += 1
+                    skipped += 1
                     continue
                 try:
                     seq, scheduled = parse_probe_fields(payload)
                 except ValueError:
                     account.malformed += 1
+                    skipped += 1
                     continue
-                latency = int((now - scheduled) * 1e6) if scheduled is not None else 0
-                record(match_id, seq, second, latency)
+                stream = streams.get(match_id)
+                if stream is None:
+                    stream = streams[match_id] = StreamStats()
+                if outcome := stream.record(seq):
+                    if outcome == DUPLICATE:
+                        duplicates += 1
+                    else:
+                        reordered += 1
+                add(second, int((now - scheduled) * 1e6) if scheduled is not None else 0)
             if batch:
-                if not self.first_rx:
-                    self.first_rx = now
-                self.last_rx = now
+                tally.received += len(batch) - skipped
+                tally.duplicates += duplicates
+                tally.reordered += reordered
+                self._arrived(now)
 
         return ingest
+
+    def _arrived(self, now: float) -> None:
+        if not self.first_rx:
+            self.first_rx = now
+        self.last_rx = now
+
+    def _on_node(
+        self, account: ConsumerAccount, url: BrokerURL, plain: bool, *, moved: bool = False
+    ) -> NodeTally:
+        """The tally of ``url``, where ``account``'s probe now reads (``moved``: its client
+        connected there by failing over, a connection of its own); a plain probe's consumer
+        moves there (its loss is counted on the node of its last connection)."""
+        tally = self._tally(url)
+        if moved:
+            tally.connections["probe"] += 1
+        if plain:
+            for other in self.nodes.values():
+                other.consumers.discard(account.name)
+            tally.consumers.add(account.name)
+        return tally
 
     def progress(self) -> Progress:
         """The run at a glance, for the live view."""

@@ -161,9 +161,17 @@ class Sender:
         self.first_index, self.index_step = first_index, index_step
         self._index = itertools.count(first_index, index_step)
         self._order = itertools.count()
-        self._inflight = [0] * len(self.publishers)
+        n = len(self.publishers)
+        #: Per connection (index into ``publishers``): events sent, events the broker
+        #: acknowledged (QoS 1 and 2; at QoS 0 the report has no such figure), and publishes
+        #: that failed (events and states), so the report can say what went through each node.
+        self.conn_events = [0] * n
+        self.conn_acked = [0] * n
+        self.conn_failures = [0] * n
+        self._inflight = [0] * n
         self._submit = [submit(p) for p in self.publishers]
-        self._callbacks = [self._done_cb(i) for i in range(len(self.publishers))]
+        self._callbacks = [self._done_cb(i) for i in range(n)]
+        self._event_callbacks = [self._event_done_cb(i, self._callbacks[i]) for i in range(n)]
         self._slot_free: list[asyncio.Event] = [asyncio.Event() for _ in self.publishers]
         self._all_done = asyncio.Event()
         self._all_done.set()
@@ -243,9 +251,11 @@ class Sender:
             if fut.cancelled():
                 self.stats.failures += 1
                 self.stats.failure_reasons["cancelled"] += 1
+                self.conn_failures[conn] += 1
             elif (err := fut.exception()) is not None:
                 self.stats.failures += 1
                 self.stats.failure_reasons[type(err).__name__] += 1
+                self.conn_failures[conn] += 1
             if self._inflight[conn] < self.max_inflight:
                 self._slot_free[conn].set()
             if not any(self._inflight):
@@ -253,13 +263,36 @@ class Sender:
 
         return done
 
+    def _event_done_cb(
+        self, conn: int, done: Callable[[asyncio.Future[None]], None]
+    ) -> Callable[[asyncio.Future[None]], None]:
+        acked = self.conn_acked
+
+        def event_done(fut: asyncio.Future[None]) -> None:
+            if not fut.cancelled() and fut.exception() is None:
+                acked[conn] += 1
+            done(fut)
+
+        return event_done
+
     def _send(self, conn: int, topic: str, payload: bytes, retain: bool) -> None:
+        """Publish a state (or another message that is not an event)."""
         fut = self._submit[conn](topic, payload, self.shape.qos, retain)
         if fut is None:
             return
         self._inflight[conn] += 1
         self._all_done.clear()
         fut.add_done_callback(self._callbacks[conn])
+
+    def _send_event(self, conn: int, topic: str, payload: bytes) -> None:
+        """Publish an event, counted on its connection (sent, and acknowledged when it is)."""
+        self.conn_events[conn] += 1
+        fut = self._submit[conn](topic, payload, self.shape.qos, False)
+        if fut is None:  # QoS 0 on the fast client: nothing to wait for
+            return
+        self._inflight[conn] += 1
+        self._all_done.clear()
+        fut.add_done_callback(self._event_callbacks[conn])
 
     async def _window(self, conn: int) -> None:
         while self._inflight[conn] >= self.max_inflight:
@@ -277,7 +310,7 @@ class Sender:
             return
         emitted = dt.datetime.fromtimestamp(wall0 + (now - mono0), dt.UTC)
         start = dt.datetime.fromtimestamp(wall0 + (copy.start - mono0), dt.UTC)
-        self._send(copy.conn, copy.events_topic, chaos.payload(i, emitted, start), False)
+        self._send_event(copy.conn, copy.events_topic, chaos.payload(i, emitted, start))
         if self.shape.scheduled:
             late_us = int((now - due) * 1e6)
             stats.lateness.add(int(due - mono0), late_us)
@@ -311,7 +344,7 @@ class Sender:
             sched = emitted
             stats.offered[int(now - mono0)] += 1
         payload = copy.template.event(i, copy.mid, emitted, sched, self.shape.payload_size)
-        self._send(copy.conn, copy.events_topic, payload, False)
+        self._send_event(copy.conn, copy.events_topic, payload)
         stats.events += 1
         stats.sent[int(now - mono0)] += 1
         stats.expected[copy.match_id] = i + 1

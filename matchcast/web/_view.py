@@ -2,16 +2,17 @@
 
 The page's JavaScript draws; it does not know football. The words of each event's ticker row
 come from its type (``events``: the model's ``describe`` and ``style``, the same words the
-terminal ticker prints), and the clock, the status and the goals' labels from the state, here.
-So a new event type needs nothing in ``static/app.js``.
+terminal ticker prints), and the clock, the status, the goals' labels and the span of the
+controls' timeline from the state, here. So a new event type needs nothing in ``static/app.js``,
+and no period's length is written in ``static/control.js``.
 """
 
 from __future__ import annotations
 
-from events import GOAL_METHOD_NAMES, Event, Goal, GoalRecord, MatchState, MatchStatus
+from events import GOAL_METHOD_NAMES, Event, Goal, GoalRecord, MatchState, MatchStatus, Period
 from events._models import page_score
 
-__all__ = ["STATUS_LABELS", "page_clock", "page_view", "ticker_row"]
+__all__ = ["STATUS_LABELS", "page_clock", "page_timeline", "page_view", "ticker_row"]
 
 #: How the page's status pill names each status.
 STATUS_LABELS: dict[MatchStatus, str] = {
@@ -45,6 +46,20 @@ def ticker_row(event: Event, state: MatchState) -> dict[str, str] | None:
     return None if said is None else said.page()
 
 
+#: The periods the timeline always spans, and those it spans once the match reaches them.
+_REGULATION = (Period.FIRST_HALF, Period.SECOND_HALF)
+_EXTRA_TIME = (Period.EXTRA_TIME_FIRST, Period.EXTRA_TIME_SECOND)
+
+
+def page_timeline(state: MatchState) -> dict[str, int]:
+    """The span of the controls' timeline (``web --control``), in regulation minutes: the first
+    of the first half to the last of the second (1 to 90), or of extra time once the match is in
+    it (to 120). The page places each clock and goal on it and seeks to the minute clicked."""
+    reached = state.clock.period if state.clock else Period.FIRST_HALF
+    periods = _REGULATION + (_EXTRA_TIME if reached >= Period.EXTRA_TIME_FIRST else ())
+    return {"first": periods[0].first_minute, "last": periods[-1].last_minute}
+
+
 def _goal(goal: GoalRecord) -> dict[str, str]:
     return {
         "how": goal.detail or GOAL_METHOD_NAMES.get(goal.method or "", ""),
@@ -71,11 +86,13 @@ def _joined(state: MatchState, clock: str) -> list[dict[str, str]]:
 
 def page_view(state: MatchState) -> dict[str, object]:
     """What the page shows of ``state`` beyond its fields: the clock, the status label, each
-    goal's ``how`` and ``tag`` (in ``state.goals`` order), and the ticker of a page joining."""
+    goal's ``how`` and ``tag`` (in ``state.goals`` order), the ticker of a page joining, and
+    the controls' timeline (:func:`page_timeline`)."""
     clock = page_clock(state)
     return {
         "clock": clock,
         "status": STATUS_LABELS.get(state.status, state.status),
         "goals": [_goal(g) for g in state.goals],
         "joined": _joined(state, clock),
+        "timeline": page_timeline(state),
     }

@@ -106,6 +106,14 @@ def test_play_runs_a_match_from_a_plain_synchronous_test() -> None:
     assert h.runner.handler_timeout == 1.0
 
 
+@pytest.mark.parametrize("start", [0, 121, "130+2", "half time", "90+x"])
+def test_a_start_that_is_no_minute_of_play_is_a_value_error(start: int | str) -> None:
+    """As docs/subscribers.md says: a ValueError saying how a minute is written (a
+    StopIteration once escaped for a minute past 120, and int()'s own error for words)."""
+    with pytest.raises(ValueError, match="a minute is written like 60 or 90\\+2"):
+        play(counting(), match="semifinal", start=start)
+
+
 async def test_play_continues_the_publishers_state_across_calls() -> None:
     """The snapshots of a second play() carry what the first one played."""
     async with Harness(counting()) as h:

@@ -1,7 +1,9 @@
 // matchcast page controls, shown only when `matchcast web --control` forwards commands: play /
 // pause, a timeline of the match to click to seek (goals marked on it), and a speed choice.
 // Every command goes to POST /api/control, which checks it and sends it to the replayer; the
-// reply says the new state. Reads the page's `state` and `current` (app.js) and keeps to itself.
+// reply says the new state. Reads the page's `state`, `view` and `current` (app.js) and keeps to
+// itself. The timeline's span (its first and last minute) is the server's `view.timeline`: the
+// script knows no period's length.
 "use strict";
 
 (() => {
@@ -13,8 +15,11 @@
   if (!box) return;
   let playback = null; // the watched match's playback, from the last reply
 
-  const span = () => (state && state.clock && state.clock.period >= 3 ? 120 : 90);
-  const at = (clock) => Math.min(1, Math.max(0, (clock.minute + Math.min(clock.added || 0, 5) / 5 - 1) / (span() - 1)));
+  const clamp = (low, x, high) => Math.min(high, Math.max(low, x));
+  const at = (clock) => {
+    const { first, last } = view.timeline;
+    return clamp(0, (clock.minute + Math.min(clock.added || 0, 5) / 5 - first) / (last - first), 1);
+  };
 
   function say(text, kind) {
     note.textContent = text;
@@ -50,7 +55,7 @@
   }
 
   function drawTimeline() {
-    if (!state) return;
+    if (!state || !view) return;
     const marks = state.goals.map((g) => {
       const m = document.createElement("span");
       m.className = "ctl-goal";
@@ -63,26 +68,30 @@
     head.className = "ctl-head";
     head.style.left = `${state.clock ? 100 * at(state.clock) : 0}%`;
     line.replaceChildren(...marks, head);
-    line.setAttribute("aria-valuemax", String(span()));
+    line.setAttribute("aria-valuemin", String(view.timeline.first));
+    line.setAttribute("aria-valuemax", String(view.timeline.last));
     line.setAttribute("aria-valuenow", String(state.clock ? state.clock.minute : 0));
     line.setAttribute("aria-valuetext", state.clock ? state.clock.label : "before kickoff");
   }
 
   function minuteAt(fraction) {
-    return Math.min(span(), Math.max(1, Math.round(1 + fraction * (span() - 1))));
+    const { first, last } = view.timeline;
+    return clamp(first, Math.round(first + fraction * (last - first)), last);
   }
 
   toggle.addEventListener("click", () => send({ command: toggle.dataset.state === "playing" ? "pause" : "resume" }));
   speed.addEventListener("change", () => send({ command: "speed", speed: speed.value === "max" ? "max" : Number(speed.value) }));
   line.addEventListener("click", (e) => {
+    if (!view) return;
     const r = line.getBoundingClientRect();
     send({ command: "seek", minute: String(minuteAt((e.clientX - r.left) / r.width)) });
   });
   line.addEventListener("keydown", (e) => {
     const step = { ArrowLeft: -5, ArrowRight: 5 }[e.key];
-    if (!step || !state || !state.clock) return;
+    if (!step || !view || !state || !state.clock) return;
     e.preventDefault();
-    send({ command: "seek", minute: String(Math.min(span(), Math.max(1, state.clock.minute + step))) });
+    const { first, last } = view.timeline;
+    send({ command: "seek", minute: String(clamp(first, state.clock.minute + step, last)) });
   });
 
   fetch("/api/control").then((r) => r.json()).then((c) => {
