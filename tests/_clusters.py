@@ -1,9 +1,13 @@
-"""Broker clusters of our own for the cluster tests: 3 NATS nodes and 2 RabbitMQ nodes.
+"""Broker clusters of our own for the cluster tests: 3 NATS nodes and 3 RabbitMQ nodes.
 
 Each cluster is started once per test session, on free loopback ports, with directories of
 its own under a temporary directory (configs, JetStream stores, RabbitMQ's data, logs and
-``HOME``, where its Erlang cookie lives). :meth:`Cluster.kill` kills one node with SIGKILL, as a
-crash would; :meth:`Cluster.restart` brings it back on the same ports and data.
+``HOME``, where its Erlang cookie lives). :class:`Boot` starts one in a background thread at
+the start of the session (tests/conftest.py), so its nodes boot while other tests run; the
+first test that needs it joins the boot. :meth:`Cluster.kill` kills one node with SIGKILL, as
+a crash would; :meth:`Cluster.restart` brings it back on the same ports and data (a RabbitMQ
+node takes about 100 s more after a SIGKILL, so :meth:`Cluster.ready_for_a_kill` restarts
+one only when fewer than two would be left up).
 
 NATS 2.9 speaks MQTT 3.1.1 on JetStream; RabbitMQ 3.10 speaks it through ``rabbitmq_mqtt``.
 The gotchas measured on this machine are in /work/shared/tools/README.md: NATS MQTT needs a
@@ -15,6 +19,7 @@ into a failure instead of a skip.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -22,20 +27,24 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, Self, TypeVar
+
+import aiomqtt
 
 from matchcast.testbroker import free_port, wait_port
 from matchcast.transport.connection import BrokerURL
 
 __all__ = [
     "NATS_SERVER",
-    "RABBITMQ_CTL",
     "RABBITMQ_SERVER",
     "REQUIRE_CLUSTERS_ENV",
+    "Boot",
     "Cluster",
     "NatsCluster",
     "Node",
@@ -45,7 +54,6 @@ __all__ = [
 REQUIRE_CLUSTERS_ENV = "MATCHCAST_REQUIRE_CLUSTERS"
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
-RABBITMQ_CTL = "/usr/lib/rabbitmq/bin/rabbitmqctl"
 
 
 def _connack(host: str, port: int) -> bool:
@@ -147,6 +155,10 @@ class Cluster:
         """The indices of the nodes that run."""
         return [i for i, n in enumerate(self.nodes) if n.alive]
 
+    def start(self) -> Self:
+        """Start every node and wait until the cluster serves MQTT (in the subclasses)."""
+        raise NotImplementedError
+
     def kill(self, index: int) -> None:
         """SIGKILL node ``index``; it stays down until :meth:`restart`."""
         self.nodes[index].kill()
@@ -164,6 +176,47 @@ class Cluster:
         for i, node in enumerate(self.nodes):
             if not node.alive:
                 self.restart(i)
+
+    def ready_for_a_kill(self) -> list[int]:
+        """Bring up what a test that kills one node needs; the indices of the nodes up.
+
+        Every node, by default (:class:`RabbitCluster` makes do with two).
+        """
+        self.heal()
+        return self.live()
+
+    def wait_routed(self, timeout: float = 60) -> None:
+        """Until a message published on the first node reaches a subscriber on every other
+        node: the nodes form one cluster (not several clusters of one node each).
+
+        Raises:
+            TimeoutError: some node got nothing within ``timeout`` seconds.
+        """
+        asyncio.run(self._routed(time.monotonic() + timeout))
+
+    async def _routed(self, deadline: float) -> None:
+        topic = f"mc-routed/{uuid.uuid4().hex[:8]}"
+        v311 = aiomqtt.ProtocolVersion.V311
+        async with contextlib.AsyncExitStack() as stack:
+            subs = []
+            for url in self.urls[1:]:
+                sub = aiomqtt.Client(url.host, url.port, protocol=v311)
+                subs.append(await stack.enter_async_context(sub))
+                await sub.subscribe(topic, qos=1)
+            first = self.urls[0]
+            pub = await stack.enter_async_context(
+                aiomqtt.Client(first.host, first.port, protocol=v311)
+            )
+            for url, sub in zip(self.urls[1:], subs, strict=True):
+                while True:
+                    await pub.publish(topic, b"ping", qos=1)
+                    try:
+                        async with asyncio.timeout(1):
+                            await anext(aiter(sub.messages))
+                        break
+                    except TimeoutError:
+                        if time.monotonic() > deadline:
+                            raise TimeoutError(f"{url} gets nothing published on {first}") from None
 
     def stop(self) -> None:
         """Stop every node and remove the cluster's directory."""
@@ -251,10 +304,16 @@ class NatsCluster(Cluster):
 
 @dataclass
 class RabbitCluster(Cluster):
-    """RabbitMQ 3.10 with ``rabbitmq_mqtt``: two nodes, joined into one cluster."""
+    """RabbitMQ 3.10 with ``rabbitmq_mqtt``: three nodes, which form one cluster as they boot.
+
+    Three, so that a test may kill one node and the next test another with no restart in
+    between (a restart after a SIGKILL costs about 100 s): the MQTT listener of the last node
+    up still takes connections, as the survivor of two did (its client-id registry has lost
+    its quorum, and closes the connections it had once: they reconnect at once).
+    """
 
     engine: str = "rabbitmq"
-    size: int = 2
+    size: int = 3
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
 
     def _node_name(self, i: int) -> str:
@@ -264,13 +323,23 @@ class RabbitCluster(Cluster):
         self, i: int, home: Path, node_port: int, dist_port: int, mqtt_port: int
     ) -> dict[str, str]:
         conf = home / "rabbitmq.conf"
+        # Nodes 2..n find node 1 by peer discovery as they boot (no stop_app, reset,
+        # join_cluster, start_app afterwards): they ask for it every second until it answers.
+        discovery = (
+            "cluster_formation.peer_discovery_backend = classic_config\n"
+            f"cluster_formation.classic_config.nodes.1 = {self._node_name(0)}\n"
+            "cluster_formation.discovery_retry_limit = 180\n"
+            "cluster_formation.discovery_retry_interval = 1000\n"
+            if i > 0
+            else ""
+        )
         conf.write_text(
             f"listeners.tcp.default = 127.0.0.1:{node_port}\n"
             f"mqtt.listeners.tcp.default = 127.0.0.1:{mqtt_port}\n"
             "mqtt.allow_anonymous = true\n"
             "mqtt.default_user = guest\n"
             "mqtt.default_pass = guest\n"
-            "loopback_users = none\n"
+            "loopback_users = none\n" + discovery
         )
         (home / "enabled_plugins").write_text("[rabbitmq_mqtt].\n")
         (home / "env.conf").write_text("")
@@ -292,7 +361,7 @@ class RabbitCluster(Cluster):
         }
 
     def start(self) -> RabbitCluster:
-        """Start the nodes in parallel (about 15 s each), then join node 2..n to node 1.
+        """Start every node at once (15-40 s each here); nodes 2..n join node 1 as they boot.
 
         Raises:
             RuntimeError: a node did not start or join; the message has the logs.
@@ -311,39 +380,58 @@ class RabbitCluster(Cluster):
             node.spawn()
         try:
             with ThreadPoolExecutor(self.size) as pool:
-                list(pool.map(lambda n: self._wait_ready(n, timeout=90), self.nodes))
-            for i in range(1, self.size):
-                for step in (
-                    ["stop_app"],
-                    ["reset"],
-                    ["join_cluster", self._node_name(0)],
-                    ["start_app"],
-                ):
-                    self.ctl(i, *step)
-                self._wait_ready(self.nodes[i], timeout=60)
-        except (TimeoutError, RuntimeError, subprocess.CalledProcessError) as err:
+                list(pool.map(lambda n: self._wait_ready(n, timeout=180), self.nodes))
+            self.wait_routed()
+        except (TimeoutError, RuntimeError, OSError) as err:
             logs = self.logs()
             self.stop()
             raise RuntimeError(f"the RabbitMQ cluster did not start: {err}\n{logs}") from None
         return self
 
-    def ctl(self, index: int, *args: str) -> str:
-        """``rabbitmqctl -n NODE ARGS`` for node ``index``; its output.
+    def ready_for_a_kill(self) -> list[int]:
+        """Two nodes up at least, so one may die: a node is restarted only when fewer are."""
+        for i, node in enumerate(self.nodes):
+            if len(self.live()) >= 2:
+                break
+            if not node.alive:
+                self.restart(i)
+        return self.live()
+
+
+C = TypeVar("C", bound=Cluster)
+
+
+class Boot(Generic[C]):
+    """A cluster's :meth:`start`, run in a thread of its own from the moment it is made."""
+
+    def __init__(self, cluster: C) -> None:
+        self.cluster = cluster
+        self._started: C | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, name=f"boot-{cluster.engine}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._started = self.cluster.start()
+        except BaseException as err:  # handed to whoever joins
+            self._error = err
+
+    def join(self) -> C:
+        """The cluster, once every node serves MQTT.
 
         Raises:
-            subprocess.CalledProcessError: it failed (the output is in the exception).
+            RuntimeError: it did not start (the same error for every test that asks).
         """
-        node = self.nodes[index]
-        done = subprocess.run(
-            [RABBITMQ_CTL, "-n", node.name, *args],
-            env=node.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(
-                f"rabbitmqctl -n {node.name} {' '.join(args)}: {done.stdout}{done.stderr}"
-            )
-        return done.stdout
+        self._thread.join()
+        if self._error is not None:
+            raise RuntimeError(str(self._error)) from None
+        assert self._started is not None
+        return self._started
+
+    def stop(self) -> None:
+        """Wait for the boot to end, then stop every node."""
+        self._thread.join()
+        self.cluster.stop()

@@ -1,4 +1,10 @@
-"""Shared fixtures: brokers of our own (mosquitto and the embedded one) and unique topics."""
+"""Shared fixtures: brokers of our own (mosquitto, the embedded one, the NATS and RabbitMQ
+clusters) and unique topics.
+
+The clusters boot in the background from the end of collection, when a collected test needs
+one (a RabbitMQ node takes 15-40 s), so their nodes boot while other tests run; the first test
+that needs a cluster waits for the rest of its boot.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +19,15 @@ from matchcast.logs import configure_logging
 from matchcast.testbroker import REQUIRE_ENV, Mosquitto, mosquitto_binary
 from matchcast.transport.broker import embedded_broker
 from matchcast.transport.connection import BrokerURL
+from tests._clusters import (
+    NATS_SERVER,
+    RABBITMQ_SERVER,
+    REQUIRE_CLUSTERS_ENV,
+    Boot,
+    Cluster,
+    NatsCluster,
+    RabbitCluster,
+)
 
 configure_logging("console", "DEBUG")  # capture_logs() needs every level to get through
 
@@ -35,6 +50,73 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "mosquitto" in item.keywords:
             item.add_marker(skip)
+
+
+#: Each engine's cluster fixture, its binary, and how to make one.
+_CLUSTERS: dict[str, tuple[str, str, type[Cluster]]] = {
+    "nats": ("nats_cluster", NATS_SERVER, NatsCluster),
+    "rabbitmq": ("rabbit_cluster", RABBITMQ_SERVER, RabbitCluster),
+}
+_boots: dict[str, Boot[Cluster]] = {}
+
+
+def _engines_needed(items: list[pytest.Item]) -> set[str]:
+    """The engines whose cluster some collected test uses (directly, or by the ``cluster``
+    fixture's parameter)."""
+    needed: set[str] = set()
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        param = callspec.params.get("cluster") if callspec is not None else None
+        for engine, (fixture, _, _) in _CLUSTERS.items():
+            if fixture in names or param == engine:
+                needed.add(engine)
+    return needed
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start booting the clusters that the collected tests use, each in a thread of its own."""
+    if session.config.option.collectonly:
+        return
+    for engine in sorted(_engines_needed(session.items)):
+        _, binary, kind = _CLUSTERS[engine]
+        if os.path.exists(binary):
+            _boots[engine] = Boot(kind())
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop every cluster booted, used or not."""
+    while _boots:
+        _, boot = _boots.popitem()
+        boot.stop()
+
+
+def _joined(engine: str) -> Cluster:
+    """The engine's cluster, once booted; a skip (or a failure in CI) without its binary."""
+    _, binary, kind = _CLUSTERS[engine]
+    if not os.path.exists(binary):
+        if os.environ.get(REQUIRE_CLUSTERS_ENV) == "1":
+            pytest.fail(f"{binary} is required ({REQUIRE_CLUSTERS_ENV}=1) but not installed")
+        pytest.skip(f"{binary} is not installed (apt-get install nats-server rabbitmq-server)")
+    if engine not in _boots:  # asked for by a test the collection did not see coming
+        _boots[engine] = Boot(kind())
+    return _boots[engine].join()
+
+
+@pytest.fixture(scope="session")
+def nats_cluster() -> NatsCluster:
+    """Three NATS nodes (JetStream, MQTT), booted once for the session."""
+    cluster = _joined("nats")
+    assert isinstance(cluster, NatsCluster)
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def rabbit_cluster() -> RabbitCluster:
+    """Three RabbitMQ nodes (rabbitmq_mqtt) forming one cluster, booted once."""
+    cluster = _joined("rabbitmq")
+    assert isinstance(cluster, RabbitCluster)
+    return cluster
 
 
 @pytest.fixture(scope="session")

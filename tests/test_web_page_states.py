@@ -145,6 +145,7 @@ async def test_a_new_run_starts_the_ticker_again_live_and_from_a_snapshot(browse
     events = [s.event for s in expand(SEMI)]
     gordon = next(e for e in events if e.type == "goal")
     hub = Hub()
+
     def run(n: int) -> tuple[list[Event], MatchState]:
         return [e.model_copy(update={"run": n}) for e in events], MatchState.new(
             SEMI.match_id, run=n

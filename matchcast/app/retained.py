@@ -9,6 +9,13 @@ Some brokers send no retained messages to a wildcard subscription (RabbitMQ 3.10
 the topics found are those that can be named: the state of ``match_id``, the statuses of the
 replayers named (``replay --replayer-id``), and the states of the matches that the retained
 replayer statuses list.
+
+Given the nodes of a cluster, every node is searched and cleared, each on its own connection:
+RabbitMQ 3.10 keeps each node's retained messages on that node alone (NATS replicates them,
+and clearing them again on each node costs a publish each). The matches a status lists on any
+node are looked for by name on every node: a replayer that failed over leaves states on the
+node it left and its status on the node it moved to. Each topic found says the node it was
+found on, and is cleared there.
 """
 
 from __future__ import annotations
@@ -17,18 +24,18 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import structlog
 from pydantic import ValidationError
 
-from events import DecodeError, Message, Topics, decode_state
+from events import BrokerError, DecodeError, Message, Topics, decode_state
 from matchcast.contract.status import ReplayerStatus
-from matchcast.transport.connection import BrokerURL
+from matchcast.transport.connection import BrokerURL, Protocol, describe
 from matchcast.transport.mqtt import MqttClient
 
-__all__ = ["RetainedTopic", "clear_retained", "find_retained"]
+__all__ = ["RetainedScan", "RetainedTopic", "clear_retained", "find_retained", "scan_retained"]
 
 _log = structlog.get_logger("matchcast.retained")
 
@@ -51,6 +58,7 @@ class RetainedTopic:
     summary: str
     online: bool = False  # a replayer status saying online: its replayer runs
     matches: tuple[str, ...] = ()  # a replayer status: the matches it replays
+    node: BrokerURL | None = None  # the node it was found on (each node keeps its own copy)
 
 
 def _kind(topics: Topics, topic: str) -> tuple[RetainedKind, str] | None:
@@ -113,6 +121,122 @@ async def _collect(
                     found[message.topic] = described
 
 
+@dataclass(frozen=True, slots=True)
+class RetainedScan:
+    """What a search of every node found: the topics (each with its node), and the nodes that
+    could not be searched, with the reason."""
+
+    found: list[RetainedTopic]
+    unreachable: dict[BrokerURL, str] = field(default_factory=dict)
+
+
+def _nodes(url: BrokerURL | Sequence[BrokerURL]) -> tuple[BrokerURL, ...]:
+    nodes = (url,) if isinstance(url, BrokerURL) else tuple(dict.fromkeys(url))  # each once
+    if not nodes:
+        raise ValueError("no broker to search")
+    return nodes
+
+
+async def _connect_each(
+    stack: contextlib.AsyncExitStack, nodes: Sequence[BrokerURL], unreachable: dict[BrokerURL, str]
+) -> dict[BrokerURL, MqttClient]:
+    """A connection to each node of ``nodes`` that answers (one node: its error is raised).
+
+    The nodes of a list run one engine: once a node is found to speak MQTT 3.1.1 only, the
+    others are asked in 3.1.1 at once (RabbitMQ 3.10 never answers a v5 CONNECT: 3 s each).
+
+    Raises:
+        BrokerError: a single node did not answer, or none of the list did.
+    """
+    clients: dict[BrokerURL, MqttClient] = {}
+    protocol: Protocol = "auto"
+    for node in nodes:
+        client_id = f"matchcast-clear-{uuid.uuid4().hex[:8]}"
+        try:
+            client = await stack.enter_async_context(
+                MqttClient(node, client_id=client_id, protocol=protocol)
+            )
+        except BrokerError as err:
+            if len(nodes) == 1:
+                raise
+            unreachable[node] = err.reason
+            _log.warning("retained.node_skipped", broker=str(node), reason=err.reason)
+            continue
+        if client.protocol_version == "3.1.1":
+            protocol = "3.1.1"
+        clients[node] = client
+    if not clients:
+        reasons = "; ".join(f"{node}: {why}" for node, why in unreachable.items())
+        raise BrokerError(describe(nodes), f"no node answered ({reasons})")
+    return clients
+
+
+async def scan_retained(
+    url: BrokerURL | Sequence[BrokerURL],
+    topics: Topics,
+    *,
+    match_id: str | None = None,
+    select: Callable[[str], bool] | None = None,
+    replayers: Sequence[str] = (),
+) -> RetainedScan:
+    """matchcast's retained topics under ``topics.root`` on every node of ``url``.
+
+    Args:
+        url: the broker, or the nodes of a cluster: each is searched on its own.
+        topics: the topic tree (its root).
+        match_id: only this match's state and consumer reports, and the statuses of
+            replayers that replayed only it.
+        select: only the matches whose id it accepts (and no replayer status).
+        replayers: replayer ids whose status topics are read by name too (for brokers that
+            give wildcard subscriptions no retained messages).
+
+    Raises:
+        BrokerError: a single broker did not answer, or no node of the list did (a node of
+            a list that does not answer is named in :attr:`RetainedScan.unreachable`).
+    """
+    nodes = _nodes(url)
+    ids = match_id or "+"
+    unreachable: dict[BrokerURL, str] = {}
+    found: dict[BrokerURL, dict[str, RetainedTopic]] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        clients = await _connect_each(stack, nodes, unreachable)
+        found = {node: {} for node in clients}
+        filters = [topics.state(ids), topics.consumer_state("+", ids)]
+        if select is None:
+            filters += [topics.status(), *(topics.status(r) for r in replayers)]
+        async with asyncio.TaskGroup() as tg:
+            for node, client in clients.items():
+                tg.create_task(_collect(client, filters, topics, found[node]))
+        # A broker that gives wildcards no retained messages: name the listed matches' topics,
+        # on every node (a status on one node may list states left on another).
+        listed = {
+            m for on_node in found.values() for item in on_node.values() for m in item.matches
+        }
+        if match_id is not None:
+            listed = {match_id}
+        elif select is not None:
+            listed = {m for m in listed if select(m)}
+        async with asyncio.TaskGroup() as tg:
+            for node, client in clients.items():
+                missing = [
+                    topics.state(m) for m in sorted(listed) if topics.state(m) not in found[node]
+                ]
+                if missing:
+                    tg.create_task(_collect(client, missing, topics, found[node]))
+    out = []
+    for node, on_node in found.items():
+        for item in on_node.values():
+            if item.kind != "status":
+                if select is not None and not select(item.match_id or ""):
+                    continue
+            elif match_id is not None and item.matches != (match_id,):
+                continue  # a replayer of other matches too
+            out.append(replace(item, node=node))
+    order = {node: i for i, node in enumerate(nodes)}
+    out.sort(key=lambda t: (t.kind != "state", t.topic, order[t.node] if t.node else 0))
+    return RetainedScan(out, unreachable)
+
+
 async def find_retained(
     url: BrokerURL | Sequence[BrokerURL],
     topics: Topics,
@@ -121,59 +245,43 @@ async def find_retained(
     select: Callable[[str], bool] | None = None,
     replayers: Sequence[str] = (),
 ) -> list[RetainedTopic]:
-    """matchcast's retained topics on the broker at ``url`` under ``topics.root``.
+    """:func:`scan_retained`'s topics, when every node answered.
 
-    Args:
-        url: the broker.
-        topics: the topic tree (its root).
-        match_id: only this match's state and consumer reports, and the statuses of
-            replayers that replayed only it.
-        select: only the matches whose id it accepts (and no replayer status).
-        replayers: replayer ids whose status topics are read by name too (for brokers that
-            give wildcard subscriptions no retained messages).
+    Raises:
+        BrokerError: a node did not answer (the first one, with its reason).
     """
-    ids = match_id or "+"
-    found: dict[str, RetainedTopic] = {}
-    client_id = f"matchcast-clear-{uuid.uuid4().hex[:8]}"
-    async with MqttClient(url, client_id=client_id) as client:
-        filters = [topics.state(ids), topics.consumer_state("+", ids)]
-        if select is None:
-            filters += [topics.status(), *(topics.status(r) for r in replayers)]
-        await _collect(client, filters, topics, found)
-        # A broker that gives wildcards no retained messages: name the listed matches' topics.
-        listed = {m for item in found.values() for m in item.matches}
-        if match_id is not None:
-            listed = {match_id}
-        elif select is not None:
-            listed = {m for m in listed if select(m)}
-        missing = [topics.state(m) for m in sorted(listed) if topics.state(m) not in found]
-        if missing:
-            await _collect(client, missing, topics, found)
-    out = []
-    for item in found.values():
-        if item.kind != "status":
-            if select is not None and not select(item.match_id or ""):
-                continue
-        elif match_id is not None and item.matches != (match_id,):
-            continue  # a replayer of other matches too
-        out.append(item)
-    return sorted(out, key=lambda t: (t.kind != "state", t.topic))
+    scan = await scan_retained(url, topics, match_id=match_id, select=select, replayers=replayers)
+    for node, reason in scan.unreachable.items():
+        raise BrokerError(str(node), reason)
+    return scan.found
 
 
 async def clear_retained(
     url: BrokerURL | Sequence[BrokerURL], items: Sequence[RetainedTopic]
 ) -> int:
-    """Remove the retained messages of ``items`` (an empty retained payload each); how many.
+    """Remove the retained messages of ``items`` (an empty retained payload each, on the node
+    each was found on; on ``url`` if it names none); how many were removed.
 
     A status saying ``online`` is kept: its replayer runs, and would be shown as gone.
+
+    Raises:
+        BrokerError: a node did not answer (those before it are cleared).
     """
+    by_node: dict[BrokerURL | None, list[RetainedTopic]] = {}
+    for item in items:
+        if not item.online:
+            by_node.setdefault(item.node, []).append(item)
     cleared = 0
-    client_id = f"matchcast-clear-{uuid.uuid4().hex[:8]}"
-    async with MqttClient(url, client_id=client_id) as client:
-        for item in items:
-            if item.online:
-                continue
-            await client.publish(item.topic, b"", qos=1, retain=True)
-            cleared += 1
-    _log.info("retained.cleared", topics=cleared, broker=str(url))
+    protocol: Protocol = "auto"  # 3.1.1 once a node speaks only that (see _connect_each)
+    for node, doomed in by_node.items():
+        where: BrokerURL | Sequence[BrokerURL] = url if node is None else node
+        client_id = f"matchcast-clear-{uuid.uuid4().hex[:8]}"
+        async with MqttClient(where, client_id=client_id, protocol=protocol) as client:
+            for item in doomed:
+                await client.publish(item.topic, b"", qos=1, retain=True)
+            if client.protocol_version == "3.1.1":
+                protocol = "3.1.1"
+        cleared += len(doomed)
+        shown = str(where) if isinstance(where, BrokerURL) else describe(where)
+        _log.info("retained.cleared", topics=len(doomed), broker=shown)
     return cleared

@@ -8,7 +8,7 @@ removes them (see :mod:`matchcast.app.retained`).
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -32,7 +32,10 @@ from matchcast.cli.options import (
     replayer_ids,
 )
 from matchcast.transport.broker import DEFAULT_HOST
-from matchcast.transport.connection import BrokerURL
+from matchcast.transport.connection import BrokerURL, describe
+
+if TYPE_CHECKING:
+    from matchcast.app.retained import RetainedTopic
 
 __all__ = ["HELP", "register"]
 
@@ -44,7 +47,10 @@ HELP = (
     "A running replayer's online status is kept. On brokers that send no retained messages to "
     "wildcard subscriptions (RabbitMQ 3.10), it clears only the topics it can name: the state "
     "of --match, the statuses of the --replayer ids, and the states of the matches that those "
-    "retained replayer statuses list."
+    "retained replayer statuses list.\n\n"
+    "Given a cluster's nodes (a --broker list), it searches and clears every node on its own, "
+    "and says which node held what: RabbitMQ 3.10 keeps each node's retained messages on that "
+    "node alone. A node that does not answer is named, the others are cleared, and it exits 1."
 )
 
 
@@ -65,7 +71,7 @@ def clear(
 ) -> None:
     """Remove matchcast's retained topics: see :data:`HELP`."""
     setup_logs(log_format, verbose, quiet_default=True)
-    from matchcast.app.retained import clear_retained, find_retained  # noqa: PLC0415
+    from matchcast.app.retained import clear_retained, scan_retained  # noqa: PLC0415
 
     url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure) or BrokerURL(
         DEFAULT_HOST, DEFAULT_EMBEDDED_PORT
@@ -75,25 +81,54 @@ def clear(
     if match_id == "+":
         match_id = None
     named = replayer_ids(replayer)
-    found = run(lambda: find_retained(url, topics, match_id=match_id, replayers=named))
-    kept = [t for t in found if t.online]
-    doomed = [t for t in found if not t.online]
-    for item in found:
-        mark = "keep " if item.online else "clear"
-        typer.echo(f"{mark}  {item.topic}  ({item.summary})")
-    where = f"{url} under {topics.root}/" + (f" for match {match_id}" if match_id else "")
+    nodes = (url,) if isinstance(url, BrokerURL) else url
+    scan = run(lambda: scan_retained(url, topics, match_id=match_id, replayers=named))
+    kept = [t for t in scan.found if t.online]
+    doomed = [t for t in scan.found if not t.online]
+    for (topic, summary, online), on in _by_topic(scan.found).items():
+        mark = "keep " if online else "clear"
+        where_found = f"  on {', '.join(on)}" if len(nodes) > 1 else ""
+        typer.echo(f"{mark}  {topic}  ({summary}){where_found}")
+    where = f"{describe(nodes)} under {topics.root}/" + (
+        f" for match {match_id}" if match_id else ""
+    )
+    for node, reason in scan.unreachable.items():
+        typer.echo(f"not searched: {node} ({reason})")
     if not doomed:
         typer.echo(f"nothing to clear on {where}")
+        _fail_if_unreachable(scan.unreachable)
         return
     if kept:
-        typer.echo(f"{len(kept)} online replayer status(es) kept: their replayers run")
+        typer.echo(
+            f"{len({t.topic for t in kept})} online replayer status(es) kept: their replayers run"
+        )
+    topics_doomed = len({t.topic for t in doomed})
     if not yes and not _interactive():
         fail("clear asks before it removes anything: pass --yes to clear without asking", 2)
-    if not yes and not typer.confirm(f"Clear {len(doomed)} retained topic(s) on {where}?"):
+    if not yes and not typer.confirm(f"Clear {topics_doomed} retained topic(s) on {where}?"):
         typer.echo("nothing cleared")
         raise CommandExit(1)
     cleared = run(lambda: clear_retained(url, doomed))
-    typer.echo(f"cleared {cleared} retained topic(s) on {where}")
+    copies = f" ({cleared} copies, each on its node)" if cleared != topics_doomed else ""
+    typer.echo(f"cleared {topics_doomed} retained topic(s){copies} on {where}")
+    _fail_if_unreachable(scan.unreachable)
+
+
+def _by_topic(found: list[RetainedTopic]) -> dict[tuple[str, str, bool], list[str]]:
+    """The nodes each topic was found on, with the same content (in the order found)."""
+    grouped: dict[tuple[str, str, bool], list[str]] = {}
+    for item in found:
+        grouped.setdefault((item.topic, item.summary, item.online), []).append(str(item.node))
+    return grouped
+
+
+def _fail_if_unreachable(unreachable: dict[BrokerURL, str]) -> None:
+    if unreachable:
+        names = ", ".join(str(node) for node in unreachable)
+        fail(
+            f"{names} did not answer: what they hold is neither listed nor cleared; "
+            "run clear again when they are back"
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -12,6 +12,7 @@ from matchcast.app import run_replay
 from matchcast.app.retained import RetainedTopic, find_retained
 from matchcast.cli.common import live_matches
 from matchcast.testbroker import Mosquitto
+from matchcast.transport.broker import free_port
 from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
 from simulator import ReplayOptions, resolve_matches
@@ -165,4 +166,22 @@ def test_clear_on_a_broker_without_retained_wildcards_clears_what_the_statuses_n
     assert result.code == 0, result.stderr
     assert "cleared 3 retained topic(s)" in result.stdout  # the status and both states
     monkeypatch.undo()
+    assert _found(url, topics) == []
+
+
+def test_clear_on_a_list_clears_the_nodes_that_answer_and_names_the_one_that_did_not(
+    mosquitto: Mosquitto, root: str
+) -> None:
+    """A node of the list is down: what the others hold is listed (with its node) and
+    cleared, the silent one is named, and the exit is 1 (run it again when it is back)."""
+    url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
+    _leave_retained(url, topics)
+    down = f"mqtt://127.0.0.1:{free_port()}"
+    result = run_cli("clear", "--broker", f"{mosquitto.url},{down}", "--root", root, "--yes")
+    assert result.code == 1
+    assert f"clear  {topics.state(SEMI.match_id)}  (state: finished, ARG 2-1 ENG" in result.stdout
+    assert f"  on {url}\n" in result.stdout
+    assert f"not searched: {down} (" in result.stdout
+    assert "cleared 4 retained topic(s)" in result.stdout
+    assert f"{down} did not answer" in result.stderr
     assert _found(url, topics) == []
