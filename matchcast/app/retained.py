@@ -28,10 +28,8 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import structlog
-from pydantic import ValidationError
 
-from events import BrokerError, DecodeError, Message, Topics, decode_state
-from matchcast.contract.status import ReplayerStatus
+from events import BrokerError, DecodeError, Message, Topics, decode_state, decode_status
 from matchcast.transport.connection import BrokerURL, Protocol, describe
 from matchcast.transport.mqtt import MqttClient
 
@@ -41,6 +39,9 @@ _log = structlog.get_logger("matchcast.retained")
 
 #: Seconds without a retained message after which the broker is taken to have sent them all.
 QUIET_S = 0.5
+#: Tries of one clearing publish whose acknowledgement timed out: clearing is idempotent, and
+#: a replicated retained store (NATS JetStream) under load can take longer than one timeout.
+CLEAR_TRIES = 3
 #: Seconds a search for retained messages lasts at most.
 MAX_WAIT_S = 10.0
 
@@ -81,8 +82,8 @@ def _describe(topics: Topics, message: Message) -> RetainedTopic | None:
     kind, ident = kind_id
     if kind == "status":
         try:
-            status = ReplayerStatus.model_validate_json(message.payload)
-        except ValidationError:
+            status = decode_status(message.payload, topic=message.topic)
+        except DecodeError:
             return RetainedTopic(message.topic, kind, None, "replayer status (unreadable)")
         matches = ", ".join(status.matches[:5]) + (" ..." if len(status.matches) > 5 else "")
         return RetainedTopic(
@@ -278,10 +279,24 @@ async def clear_retained(
         client_id = f"matchcast-clear-{uuid.uuid4().hex[:8]}"
         async with MqttClient(where, client_id=client_id, protocol=protocol) as client:
             for item in doomed:
-                await client.publish(item.topic, b"", qos=1, retain=True)
+                await _clear_one(client, item.topic)
             if client.protocol_version == "3.1.1":
                 protocol = "3.1.1"
         cleared += len(doomed)
         shown = str(where) if isinstance(where, BrokerURL) else describe(where)
         _log.info("retained.cleared", topics=len(doomed), broker=shown)
     return cleared
+
+
+async def _clear_one(client: MqttClient, topic: str) -> None:
+    """Publish the empty retained message that clears ``topic``, tried again when its
+    acknowledgement times out (a lost connection is not retried: it is the caller's error)."""
+    for attempt in range(1, CLEAR_TRIES + 1):
+        try:
+            await client.publish(topic, b"", qos=1, retain=True)
+        except BrokerError as err:
+            if "timed out" not in str(err).lower() or attempt == CLEAR_TRIES:
+                raise
+            _log.warning("retained.clear_retried", topic=topic, attempt=attempt, reason=str(err))
+        else:
+            return

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from events import Topics
+from events import BrokerError, Topics
 from matchcast.app import run_replay
 from matchcast.app.retained import RetainedTopic, find_retained
 from matchcast.cli.common import live_matches
@@ -185,3 +185,52 @@ def test_clear_on_a_list_clears_the_nodes_that_answer_and_names_the_one_that_did
     assert "cleared 4 retained topic(s)" in result.stdout
     assert f"{down} did not answer" in result.stderr
     assert _found(url, topics) == []
+
+
+def test_a_newer_replayers_status_is_read_not_called_unreadable(
+    mosquitto: Mosquitto, root: str
+) -> None:
+    """A status with a field this build does not know (a newer replayer's) is still read: its
+    matches are cleared with it (the compatibility rule: unknown fields are ignored)."""
+    url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
+    status = (
+        b'{"status": "offline", "replayer_id": "r-new", "matches": ["m-new"],'
+        b' "at": "2026-07-15T19:00:00Z", "region": "eu-west"}'
+    )
+
+    async def leave() -> None:
+        async with MqttClient(url) as client:
+            await client.publish(topics.status("r-new"), status, qos=1, retain=True)
+
+    asyncio.run(leave())
+    (found,) = _found(url, topics)
+    assert found.summary == "replayer r-new offline: m-new"
+    assert found.matches == ("m-new",)
+
+
+class _SlowAcks:
+    """A client whose first acknowledgements time out (a loaded replicated store)."""
+
+    def __init__(self, failures: int, reason: str = "Operation timed out") -> None:
+        self.failures, self.reason, self.published = failures, reason, 0
+
+    async def publish(self, topic: str, payload: bytes, *, qos: int, retain: bool) -> None:
+        self.published += 1
+        if self.failures:
+            self.failures -= 1
+            raise BrokerError("mqtt://n1:1883", f"publish to {topic!r} failed: {self.reason}")
+
+
+async def test_a_clearing_publish_whose_ack_timed_out_is_tried_again() -> None:
+    from matchcast.app.retained import CLEAR_TRIES, _clear_one
+
+    slow = _SlowAcks(failures=CLEAR_TRIES - 1)
+    await _clear_one(slow, "r/matches/m/state")  # type: ignore[arg-type]
+    assert slow.published == CLEAR_TRIES
+    never = _SlowAcks(failures=CLEAR_TRIES)
+    with pytest.raises(BrokerError, match="timed out"):
+        await _clear_one(never, "r/matches/m/state")  # type: ignore[arg-type]
+    gone = _SlowAcks(failures=1, reason="connection lost")
+    with pytest.raises(BrokerError, match="connection lost"):
+        await _clear_one(gone, "r/matches/m/state")  # type: ignore[arg-type]
+    assert gone.published == 1  # a lost connection is not retried here
