@@ -34,7 +34,7 @@ from events import (
     encode_control,
     parse_minute,
 )
-from matchcast.transport.connection import BrokerURL
+from matchcast.transport.connection import BrokerURL, Protocol
 from matchcast.transport.mqtt import MqttClient
 
 __all__ = [
@@ -69,11 +69,17 @@ class ControlError(Exception):
 
 
 async def find_replayers(
-    client: MqttClient, topics: Topics, inbox: asyncio.Queue[Message]
+    client: MqttClient,
+    topics: Topics,
+    inbox: asyncio.Queue[Message],
+    named: str | None = None,
 ) -> dict[str, ReplayerStatus]:
     """The replayers whose retained status says online, by id (``inbox``: what ``client``
-    receives)."""
+    receives). The ``named`` replayer's status is also asked for by its exact topic: a broker
+    that gives wildcards no retained messages (RabbitMQ 3.10) sends it only there."""
     await client.subscribe(topics.status("+"), qos=1)
+    if named is not None:
+        await client.subscribe(topics.status(named), qos=1)
     found: dict[str, ReplayerStatus] = {}
     timeout = 3.0  # for the first retained message; the broker sends the rest right after
     while True:
@@ -165,6 +171,7 @@ async def send_command(
     match: str | None = None,
     topics: Topics | None = None,
     reply_timeout: float = 5.0,
+    protocol: Protocol = "auto",
 ) -> ControlReply:
     """Send one command to a replayer and return its reply.
 
@@ -182,7 +189,8 @@ async def send_command(
         async for message in client.messages():
             inbox.put_nowait(message)
 
-    async with MqttClient(url, client_id=f"matchcast-control-{request_id}") as client:
+    client_id = f"matchcast-control-{request_id}"
+    async with MqttClient(url, client_id=client_id, protocol=protocol) as client:
         reader = asyncio.create_task(pump(client))
         try:
             reply = await _exchange(
@@ -217,7 +225,7 @@ async def _exchange(
     reply_timeout: float,
 ) -> ControlReply:
     """Find the replayer, send the command, wait for its reply."""
-    online = await find_replayers(client, topics, inbox)
+    online = await find_replayers(client, topics, inbox, replayer_id)
     if replayer_id is None:
         if not online:
             raise ControlError(f"no replayer is online under {topics.prefix('status')}")

@@ -139,7 +139,10 @@ def _nodes(url: BrokerURL | Sequence[BrokerURL]) -> tuple[BrokerURL, ...]:
 
 
 async def _connect_each(
-    stack: contextlib.AsyncExitStack, nodes: Sequence[BrokerURL], unreachable: dict[BrokerURL, str]
+    stack: contextlib.AsyncExitStack,
+    nodes: Sequence[BrokerURL],
+    unreachable: dict[BrokerURL, str],
+    protocol: Protocol = "auto",
 ) -> dict[BrokerURL, MqttClient]:
     """A connection to each node of ``nodes`` that answers (one node: its error is raised).
 
@@ -150,7 +153,6 @@ async def _connect_each(
         BrokerError: a single node did not answer, or none of the list did.
     """
     clients: dict[BrokerURL, MqttClient] = {}
-    protocol: Protocol = "auto"
     for node in nodes:
         client_id = f"matchcast-clear-{uuid.uuid4().hex[:8]}"
         try:
@@ -179,6 +181,7 @@ async def scan_retained(
     match_id: str | None = None,
     select: Callable[[str], bool] | None = None,
     replayers: Sequence[str] = (),
+    protocol: Protocol = "auto",
 ) -> RetainedScan:
     """matchcast's retained topics under ``topics.root`` on every node of ``url``.
 
@@ -190,6 +193,7 @@ async def scan_retained(
         select: only the matches whose id it accepts (and no replayer status).
         replayers: replayer ids whose status topics are read by name too (for brokers that
             give wildcard subscriptions no retained messages).
+        protocol: the MQTT version to speak (``auto`` falls back to 3.1.1).
 
     Raises:
         BrokerError: a single broker did not answer, or no node of the list did (a node of
@@ -200,7 +204,7 @@ async def scan_retained(
     unreachable: dict[BrokerURL, str] = {}
     found: dict[BrokerURL, dict[str, RetainedTopic]] = {}
     async with contextlib.AsyncExitStack() as stack:
-        clients = await _connect_each(stack, nodes, unreachable)
+        clients = await _connect_each(stack, nodes, unreachable, protocol)
         found = {node: {} for node in clients}
         filters = [topics.state(ids), topics.consumer_state("+", ids)]
         if select is None:
@@ -258,7 +262,10 @@ async def find_retained(
 
 
 async def clear_retained(
-    url: BrokerURL | Sequence[BrokerURL], items: Sequence[RetainedTopic]
+    url: BrokerURL | Sequence[BrokerURL],
+    items: Sequence[RetainedTopic],
+    *,
+    protocol: Protocol = "auto",
 ) -> int:
     """Remove the retained messages of ``items`` (an empty retained payload each, on the node
     each was found on; on ``url`` if it names none); how many were removed.
@@ -272,8 +279,7 @@ async def clear_retained(
     for item in items:
         if not item.online:
             by_node.setdefault(item.node, []).append(item)
-    cleared = 0
-    protocol: Protocol = "auto"  # 3.1.1 once a node speaks only that (see _connect_each)
+    cleared = 0  # ``protocol`` becomes 3.1.1 once a node speaks only that (see _connect_each)
     for node, doomed in by_node.items():
         where: BrokerURL | Sequence[BrokerURL] = url if node is None else node
         client_id = f"matchcast-clear-{uuid.uuid4().hex[:8]}"

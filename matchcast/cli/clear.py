@@ -22,12 +22,14 @@ from matchcast.cli.options import (
     ClearMatchOpt,
     KeyFileOpt,
     LogFmtOpt,
+    ProtocolOpt,
     ReplayersOpt,
     RootOpt,
     TlsInsecureOpt,
     VerboseOpt,
     connection_options,
     match_filter,
+    parse_protocol,
     parse_topics,
     replayer_ids,
 )
@@ -66,6 +68,7 @@ def clear(
     yes: Annotated[
         bool, typer.Option("--yes", "-y", help="Clear without asking (needed without a terminal).")
     ] = False,
+    protocol: ProtocolOpt = "auto",
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -82,7 +85,12 @@ def clear(
         match_id = None
     named = replayer_ids(replayer)
     nodes = (url,) if isinstance(url, BrokerURL) else url
-    scan = run(lambda: scan_retained(url, topics, match_id=match_id, replayers=named))
+    checked_protocol = parse_protocol(protocol)
+    scan = run(
+        lambda: scan_retained(
+            url, topics, match_id=match_id, replayers=named, protocol=checked_protocol
+        )
+    )
     kept = [t for t in scan.found if t.online]
     doomed = [t for t in scan.found if not t.online]
     for (topic, summary, online), on in _by_topic(scan.found).items():
@@ -108,7 +116,7 @@ def clear(
     if not yes and not typer.confirm(f"Clear {topics_doomed} retained topic(s) on {where}?"):
         typer.echo("nothing cleared")
         raise CommandExit(1)
-    cleared = run(lambda: clear_retained(url, doomed))
+    cleared = run(lambda: clear_retained(url, doomed, protocol=checked_protocol))
     copies = f" ({cleared} copies, each on its node)" if cleared != topics_doomed else ""
     typer.echo(f"cleared {topics_doomed} retained topic(s){copies} on {where}")
     _fail_if_unreachable(scan.unreachable)

@@ -20,10 +20,12 @@ from matchcast.cli.options import (
     ControlMatchOpt,
     KeyFileOpt,
     LogFmtOpt,
+    ProtocolOpt,
     RootOpt,
     TlsInsecureOpt,
     VerboseOpt,
     connection_options,
+    parse_protocol,
     parse_topics,
 )
 
@@ -59,6 +61,7 @@ def control(
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
     root: RootOpt = DEFAULT_ROOT,
+    protocol: ProtocolOpt = "auto",
     log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -68,6 +71,7 @@ def control(
     if url is None:
         fail("control needs a broker: --broker mqtt://HOST:PORT or $MATCHCAST_BROKER", 2)
     topics = parse_topics(root)
+    checked_protocol = parse_protocol(protocol)
 
     async def go() -> ControlReply | ControlError:
         try:
@@ -79,6 +83,7 @@ def control(
                 match=match,
                 topics=topics,
                 reply_timeout=timeout,
+                protocol=checked_protocol,
             )
         except ControlError as err:
             return err
