@@ -229,10 +229,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--settle-s", type=float, default=3.0, help="after restarting the node")
     ap.add_argument("--drain-s", type=float, default=20.0)
     ap.add_argument("--round-timeout", type=float, default=180.0)
+    ap.add_argument("-v", "--verbose", action="store_true", help="show the clients' warnings")
     args = ap.parse_args(argv)
     # Quiet: the clients' warnings (broker.failed_over, ...) are expected here.
     structlog.configure(
-        wrapper_class=structlog.make_filtering_bound_logger(40), cache_logger_on_first_use=True
+        wrapper_class=structlog.make_filtering_bound_logger(30 if args.verbose else 40),
+        cache_logger_on_first_use=True,
     )
     brokers = Brokers(args.engine)
     try:

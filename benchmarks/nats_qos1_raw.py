@@ -14,7 +14,7 @@ ack wait, so a redelivery would show), and prints per round and subscriber what 
     python benchmarks/nats_qos1_raw.py --broker mqtt://127.0.0.1:4001,mqtt://127.0.0.1:4002,...
     python benchmarks/nats_qos1_raw.py --spawn-nats --rounds 10
 
-``--spawn-nats`` starts a 3-node cluster of its own (tests/_clusters.py, free ports).
+``--session`` gives the subscribers persistent sessions. ``--spawn-nats`` starts a 3-node cluster of its own (tests/_clusters.py, free ports).
 """
 
 from __future__ import annotations
@@ -66,10 +66,12 @@ class Raw:
     next_pid: int = 0
 
     @classmethod
-    async def connect(cls, host: str, port: int, name: str) -> Raw:
+    async def connect(cls, host: str, port: int, name: str, *, session: bool = False) -> Raw:
+        """Connect with a clean session, or a persistent one (``session``)."""
         reader, writer = await asyncio.open_connection(host, port)
         cid = f"raw-{name}-{uuid.uuid4().hex[:6]}"
-        writer.write(_packet(0x10, _s("MQTT") + b"\x04\x02\x00\x3c" + _s(cid)))
+        flags = b"\x00" if session else b"\x02"
+        writer.write(_packet(0x10, _s("MQTT") + b"\x04" + flags + b"\x00\x3c" + _s(cid)))
         head = await asyncio.wait_for(reader.readexactly(4), 10)
         if head[0] != 0x20 or head[3] != 0:
             raise RuntimeError(f"{name}: CONNACK {head!r}")
@@ -188,7 +190,9 @@ async def one_round(
     root = f"raw{number}-{uuid.uuid4().hex[:6]}"
     nats = args.nats_addr
     before = (await _js(nats, "$JS.API.STREAM.INFO.$MQTT_msgs")).get("state", {})
-    subs = [await Raw.connect(h, p, f"sub{i}") for i, (h, p) in enumerate(nodes)]
+    subs = [
+        await Raw.connect(h, p, f"sub{i}", session=args.session) for i, (h, p) in enumerate(nodes)
+    ]
     tasks = [asyncio.create_task(s.read_loop()) for s in subs]
     for s in subs:
         await s.subscribe(f"{root}/matches/+/events")
@@ -278,6 +282,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--inflight", type=int, default=1000)
     ap.add_argument("--no-states", action="store_true", help="publish the events only")
     ap.add_argument("--wait-s", type=float, default=35.0, help="stop after this long idle")
+    ap.add_argument("--session", action="store_true", help="subscribers with persistent sessions")
     ap.add_argument("--nats", help="host:port of a node's NATS client port: JetStream figures")
     args = ap.parse_args(argv)
     args.nats_addr = None
