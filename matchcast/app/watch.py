@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -11,6 +12,9 @@ from events import BrokerError, ConnectionLostError, MatchState, Topics
 from matchcast.transport.clients import ClientKind, mqtt_client
 from matchcast.transport.connection import BrokerURL, Protocol
 from matchcast.transport.mqtt import MqttClient
+
+if TYPE_CHECKING:
+    from matchcast.transport.fastmqtt import FastClient
 
 __all__ = ["run_watch"]
 
@@ -92,34 +96,50 @@ async def run_watch(
             session_expiry=session_expiry,
         ) as connection,
     ):
-        failed_resubscribes = 0
-        while True:
-            try:
-                await runner.run(connection, qos=qos)
-                break
-            except ConnectionLostError as err:
-                # The lanes and states live on; a persistent session gets what was queued,
-                # a clean one re-subscribes and resynchronises from the retained snapshot.
-                _log.warning("consumer.connection_lost", reason=err.reason)
-                failed_resubscribes = 0
-                await connection.reconnect()
-            except BrokerError as err:
-                # A subscribe failed on the node failed over to. The first connection's
-                # failure, or one that keeps failing, is an error to report.
-                failed_resubscribes += 1
-                if not connection.reconnects or failed_resubscribes > _RESUBSCRIBE_TRIES:
-                    raise
-                if isinstance(connection, MqttClient) and connection.persistent:
-                    # A node that cannot resume the session (RabbitMQ 3.10 keeps it on the
-                    # lost node only, and a subscribe there hangs): go on with a clean one.
-                    # The gap is reported and the state taken from the snapshot.
-                    _log.warning(
-                        "consumer.session_abandoned", broker=str(connection.url), reason=err.reason
-                    )
-                    connection.start_clean()
-                else:  # a node still electing leaders (NATS JetStream) may refuse at first
-                    _log.warning(
-                        "consumer.resubscribe_failed", broker=str(connection.url), reason=err.reason
-                    )
-                await connection.reconnect()
+        await _run_through_failovers(runner, connection, qos)
     return runner.states
+
+
+async def _run_through_failovers(
+    runner: Runner, connection: MqttClient | FastClient, qos: int
+) -> None:
+    """Run ``runner`` on ``connection``, replacing it when lost, until the runner ends."""
+    failed_resubscribes = 0
+    lost = False
+    while True:
+        reconnects = connection.reconnects
+        try:
+            if lost:
+                # Inside the try: the fast client re-subscribes within reconnect(), so a
+                # node that refuses the subscription raises here, not in the runner.
+                await connection.reconnect()
+                lost = False
+            await runner.run(connection, qos=qos)
+            break
+        except ConnectionLostError as err:
+            # The lanes and states live on; a persistent session gets what was queued,
+            # a clean one re-subscribes and resynchronises from the retained snapshot.
+            _log.warning("consumer.connection_lost", reason=err.reason)
+            failed_resubscribes = 0
+            lost = True
+        except BrokerError as err:
+            if lost and connection.reconnects == reconnects:
+                raise  # no node answered for max_outage: reconnect() gave up
+            # A subscribe failed on the node failed over to. The first connection's
+            # failure, or one that keeps failing, is an error to report.
+            failed_resubscribes += 1
+            if not connection.reconnects or failed_resubscribes > _RESUBSCRIBE_TRIES:
+                raise
+            if isinstance(connection, MqttClient) and connection.persistent:
+                # A node that cannot resume the session (RabbitMQ 3.10 keeps it on the
+                # lost node only, and a subscribe there hangs): go on with a clean one.
+                # The gap is reported and the state taken from the snapshot.
+                _log.warning(
+                    "consumer.session_abandoned", broker=str(connection.url), reason=err.reason
+                )
+                connection.start_clean()
+            else:  # a node still electing leaders (NATS JetStream) may refuse at first
+                _log.warning(
+                    "consumer.resubscribe_failed", broker=str(connection.url), reason=err.reason
+                )
+            lost = True
