@@ -206,6 +206,8 @@ def test_load_assigns_each_role_round_robin() -> None:
     assert firsts == [urls[0], urls[1], urls[2], urls[0]]
     assert nodes.assign("probe") == urls  # each role has its own turn; the rest to fail over to
     assert nodes.assign("probe") == (urls[1], urls[2], urls[0])
-    assert nodes.keys == ("mqtt://a:1", "mqtt://b:2", "mqtt://u@c:3")  # no password in reports
+    # reports name the user, and the password masked; a worker's --broker has no password
+    assert nodes.keys == ("mqtt://a:1", "mqtt://b:2", "mqtt://u:***@c:3")
+    assert nodes.listed == "mqtt://a:1,mqtt://b:2,mqtt://u@c:3"
     shard = NodeAssigner(urls, offset=1)
     assert shard.assign("publisher")[0] == urls[1]

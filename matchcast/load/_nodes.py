@@ -17,7 +17,7 @@ the figures are kept by the run from each client's ``url``, the node it is conne
   group's, on no node.
 
 :class:`NodeFigures` turns all that into the report's ``"nodes"`` (keyed by the node's URL
-without its password) and adds the ``"nodes"`` of several reports up in ``load merge``.
+its password masked) and adds the ``"nodes"`` of several reports up in ``load merge``.
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ _COUNTS = ("events_published", "publish_failures", "received", "duplicates", "re
 
 
 def node_key(url: BrokerURL) -> str:
-    """A node's name in reports: its URL without the password."""
-    return str(replace(url, password=None))
+    """A node's name in reports: its URL as logs show it, the password masked (``***``), so a
+    report says which user each node was reached as and never the password."""
+    return str(url)
 
 
 class NodeAssigner:
@@ -65,7 +66,7 @@ class NodeAssigner:
     def listed(self) -> str:
         """The list as ``--broker`` takes it, without passwords: a worker gets the password in
         its environment ($MATCHCAST_PASSWORD), never in arguments that ``ps`` shows."""
-        return ",".join(self.keys)
+        return ",".join(str(replace(u, password=None)) for u in self.urls)
 
     @property
     def keys(self) -> tuple[str, ...]:
