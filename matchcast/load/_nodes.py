@@ -16,7 +16,7 @@ the figures are kept by the run from each client's ``url``, the node it is conne
   last connection (the one that should have had it), and a ``$share`` group's loss is the
   group's, on no node.
 
-:class:`NodeFigures` turns all that into the report's ``"nodes"`` (keyed by the node's URL
+:class:`NodeFigures` turns all that into the report's ``"nodes"`` (keyed by the node's URL,
 its password masked) and adds the ``"nodes"`` of several reports up in ``load merge``.
 """
 
