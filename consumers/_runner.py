@@ -60,6 +60,7 @@ from events import (
     UnknownEventTypeError,
     decode_event,
     decode_state,
+    replayer_id_problem,
 )
 
 #: Topics parsed once and remembered (a few per match); a bound keeps junk topics from growing it.
@@ -242,11 +243,8 @@ class Runner:
         self.reorder_window = reorder_window
         self.reorder_wait = reorder_wait
         for replayer_id in replayers:
-            if not replayer_id or any(c in replayer_id for c in "/+#"):
-                raise ValueError(
-                    f"replayer id {replayer_id!r} is not one topic level: it may not be empty "
-                    "or hold '/', '+' or '#'"
-                )
+            if (problem := replayer_id_problem(replayer_id)) is not None:
+                raise ValueError(f"replayer id {replayer_id!r} is not one topic level: {problem}")
         self.replayers = tuple(dict.fromkeys(replayers))
         self._discovery = StatusDiscovery(self.topics, match_filter, max_matches)
         #: Matches whose full time was applied, with when they may be forgotten, oldest first.

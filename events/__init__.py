@@ -69,6 +69,7 @@ from events._topics import (
     TopicRole,
     Topics,
     TopicSpec,
+    replayer_id_problem,
     topic_spec,
 )
 from events._wire import (
@@ -139,6 +140,7 @@ __all__ = [
     "minute_of_play",
     "parse_minute",
     "replay_state",
+    "replayer_id_problem",
     "topic_spec",
 ]
 # Every event type is exported with no second list: a new type in events/_models.py is here too.

@@ -30,11 +30,13 @@ from typing import Literal
 __all__ = [
     "DEFAULT_ROOT",
     "LOAD_ROOT",
+    "MAX_REPLAYER_ID",
     "TOPIC_TREE",
     "TopicKind",
     "TopicRole",
     "TopicSpec",
     "Topics",
+    "replayer_id_problem",
     "topic_spec",
 ]
 
@@ -208,6 +210,24 @@ def topic_spec(kind: TopicKind) -> TopicSpec:
 _EVENTS, _STATE, _STATUS = (_BY_KIND[k].levels for k in ("events", "state", "status"))
 _CONTROL, _REPLY = (_BY_KIND[k].levels for k in ("control", "reply"))
 _DEADLETTER, _CONSUMER_STATE = (_BY_KIND[k].levels for k in ("deadletter", "consumer_state"))
+
+
+#: The longest replayer id taken: one topic level, well inside any broker's topic limit.
+MAX_REPLAYER_ID = 128
+
+
+def replayer_id_problem(replayer_id: str) -> str | None:
+    """What is wrong with ``replayer_id`` as one topic level (a replayer's status, control and
+    replies topics), in words; None when it is fine."""
+    if not replayer_id:
+        return "is empty: a replayer id names a topic level"
+    if len(replayer_id) > MAX_REPLAYER_ID:
+        return f"is longer than {MAX_REPLAYER_ID} characters"
+    if any(c in replayer_id for c in "/+#"):
+        return "must be a replayer id, without / + #"
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in replayer_id):
+        return "holds a control character"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

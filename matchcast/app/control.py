@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Sequence
 
 import structlog
+from pydantic import ValidationError
 
 from events import (
     CONTENT_TYPE,
@@ -158,6 +159,12 @@ def make_command(
                 **fields,
             }
         )
+    except ValidationError as err:  # one line, what is wrong with which field
+        problems = "; ".join(
+            f"--{'.'.join(str(p) for p in e['loc']) or 'command'}: {e['msg']}"
+            for e in err.errors(include_url=False, include_input=False)
+        )
+        raise ControlError(f"{action}: {problems}", 2) from None
     except ValueError as err:
         raise ControlError(f"{action}: {err}", 2) from None
 

@@ -27,6 +27,7 @@ from matchcast.cli.options import (
     connection_options,
     parse_protocol,
     parse_topics,
+    replayer_id,
 )
 
 __all__ = ["register"]
@@ -49,7 +50,12 @@ def control(
     ] = None,
     replayer: Annotated[
         str | None,
-        typer.Option("--replayer", help="The replayer's id; optional with one online."),
+        typer.Option(
+            "--replayer",
+            metavar="ID",
+            help="The replayer's id (`replay --replayer-id`); optional with one online. Its "
+            "status is read by its exact topic too (RabbitMQ 3.10 gives wildcards none).",
+        ),
     ] = None,
     match: ControlMatchOpt = None,
     timeout: Annotated[
@@ -72,6 +78,7 @@ def control(
         fail("control needs a broker: --broker mqtt://HOST:PORT or $MATCHCAST_BROKER", 2)
     topics = parse_topics(root)
     checked_protocol = parse_protocol(protocol)
+    replayer = replayer_id(replayer)
 
     async def go() -> ControlReply | ControlError:
         try:

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from events import MatchClock, MatchFileError, Period, Topics, parse_minute
+from events import MatchClock, MatchFileError, Period, Topics, parse_minute, replayer_id_problem
 from matchcast.cli.common import fail, log, stderr
 from matchcast.transport.clients import ClientKind
 from matchcast.transport.connection import (
@@ -74,6 +74,7 @@ __all__ = [
     "parse_protocol",
     "parse_speed",
     "parse_topics",
+    "replayer_id",
     "replayer_ids",
 ]
 
@@ -337,12 +338,19 @@ def parse_topics(root: str) -> Topics:
         fail(f"--root: {err}", 2)
 
 
-def replayer_ids(values: list[str] | None) -> tuple[str, ...]:
+def replayer_ids(values: list[str] | None, option: str = "--replayer") -> tuple[str, ...]:
     """The ``--replayer`` ids, each one topic level; a bad one ends the command (exit 2)."""
     for rid in values or ():
-        if not rid or any(c in rid for c in "/+#"):
-            fail(f"--replayer {rid!r} must be a replayer id, without / + #", 2)
+        problem = replayer_id_problem(rid)
+        if problem is not None:
+            fail(f"{option} {rid!r} {problem}", 2)
     return tuple(dict.fromkeys(values or ()))
+
+
+def replayer_id(value: str | None, option: str = "--replayer") -> str | None:
+    """One replayer id (``control --replayer``, ``replay --replayer-id``), checked as
+    :func:`replayer_ids` checks each."""
+    return None if value is None else replayer_ids([value], option)[0]
 
 
 def match_filter(value: str) -> str:

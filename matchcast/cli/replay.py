@@ -48,6 +48,7 @@ from matchcast.cli.options import (
     parse_speed,
     parse_topics,
 )
+from matchcast.cli.options import replayer_id as replayer_id_checked
 from matchcast.transport.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker
 from matchcast.transport.connection import BrokerURL
 from simulator import (
@@ -197,6 +198,7 @@ def replay(
     except ChaosSpecError as err:
         fail(str(err), 2)
     checked_protocol = parse_protocol(protocol)
+    replayer_id = replayer_id_checked(replayer_id, "--replayer-id")
     url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
     specs: list[str | None] = list(match) if match else [None]
     matches = [m for spec in specs for m in load_sources(spec)]
