@@ -85,6 +85,11 @@ async def subscribe_exact_states(
             _log.debug("state.exact_subscribed", topic=topic)
 
 
+#: Exact state topics one status may make a consumer subscribe to: a replay day is 64 matches;
+#: a forged status listing 100,000 would otherwise cost as many SUBSCRIBEs.
+MAX_DISCOVERED_PER_STATUS = 1000
+
+
 class StatusDiscovery:
     """The exact state topics named by replayer statuses, subscribed once per connection.
 
@@ -118,7 +123,14 @@ class StatusDiscovery:
         if self.match_filter != "+":
             return []
         fresh: list[str] = []
-        for match_id in status.matches:
+        if len(status.matches) > MAX_DISCOVERED_PER_STATUS:
+            _log.warning(
+                "state.discovery_limited",
+                replayer_id=status.replayer_id,
+                listed=len(status.matches),
+                limit=MAX_DISCOVERED_PER_STATUS,
+            )
+        for match_id in status.matches[:MAX_DISCOVERED_PER_STATUS]:
             if match_id in known or match_id in self._asked:
                 continue
             if len(self._asked) >= self.limit:

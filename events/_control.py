@@ -17,12 +17,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 from pydantic_core import from_json
 
 from events._clock import MatchClock, parse_minute
 from events._errors import ControlCommandError, DecodeError
 from events._models import MatchId, RunId
+from events._topics import replayer_id_problem
 
 __all__ = [
     "MAX_COMMAND_BYTES",
@@ -57,6 +66,18 @@ RequestId = Annotated[
         description="Chosen by the sender; repeated in the reply. Letters, digits, '_.-'",
     ),
 ]
+
+
+def _one_level(value: str) -> str:
+    problem = replayer_id_problem(value)
+    if problem is not None:
+        raise ValueError(f"replayer id {problem}")
+    return value
+
+
+#: A replayer's id: one topic level (``events.replayer_id_problem``), or its topics would be
+#: another's or a wildcard.
+ReplayerId = Annotated[str, AfterValidator(_one_level)]
 #: Match seconds per wall second, or ``"max"``: as fast as the broker takes it.
 Speed = (
     Annotated[float, Field(gt=0, le=1_000_000, description="Match seconds per wall second")]
@@ -142,7 +163,7 @@ class ReplayerStatus(_Frozen):
     """
 
     status: Literal["online", "offline"]
-    replayer_id: str = Field(min_length=1, description="Names the status topic")
+    replayer_id: ReplayerId = Field(description="Names the status topic")
     matches: list[MatchId] = Field(description="Match ids the replayer is replaying")
     at: AwareDatetime = Field(
         description="When the replayer wrote the message (UTC); for a last will, when it "

@@ -202,3 +202,20 @@ async def test_unknown_match_is_forgotten_when_its_last_browser_leaves() -> None
     hub.disconnect(client)
     assert hub.state("made-up") is None
     assert "made-up" not in hub._channels
+
+
+async def test_a_new_run_is_not_resumed_among_the_old_runs_frames() -> None:
+    """A browser of a restarted replay reconnecting with an early id gets the new run's
+    frames after it, never the rest of the old run (its goals, its full time)."""
+    events = [s.event for s in expand(SEMI)]
+    hub = Hub()
+    for run in (1, 2):
+        state = MatchState.new(SEMI.match_id, run=run)
+        for original in events if run == 1 else events[:20]:
+            event = original.model_copy(update={"run": run})
+            state = apply(state, event)
+            hub.publish(event, state)
+    client = hub.connect(SEMI.match_id, last_event_id=5)
+    frames = [f for f in client.backlog if f.seq is not None]
+    assert [f.seq for f in frames] == list(range(6, 21))
+    assert all(b'"run":2' in f.data for f in frames)

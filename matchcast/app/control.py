@@ -51,6 +51,8 @@ _log = structlog.get_logger("matchcast.control")
 
 #: Seconds to wait for the retained statuses after subscribing, once the first one came.
 STATUS_QUIET_S = 0.3
+#: The longest the search for online replayers takes, however many statuses keep coming.
+STATUS_SEARCH_S = 8.0
 
 
 #: What ``matchcast control`` and the page can ask, from the command model.
@@ -82,20 +84,29 @@ async def find_replayers(
     if named is not None:
         await client.subscribe(topics.status(named), qos=1)
     found: dict[str, ReplayerStatus] = {}
+    loop = asyncio.get_running_loop()
+    # A deadline for the whole search: whoever keeps publishing on a status topic cannot keep
+    # the command waiting; and only a retained message (the broker's answer to the
+    # subscription) restarts the short wait for the next one.
+    deadline = loop.time() + STATUS_SEARCH_S
     timeout = 3.0  # for the first retained message; the broker sends the rest right after
-    while True:
+    while (left := deadline - loop.time()) > 0:
         try:
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout(min(timeout, left)):
                 message = await inbox.get()
         except TimeoutError:
             break
-        timeout = STATUS_QUIET_S
-        if not message.retain or topics.parse(message.topic) is None:
+        parsed = topics.parse(message.topic)
+        if not message.retain or parsed is None or parsed[0] != "status":
             continue
+        timeout = STATUS_QUIET_S
         try:
             status = decode_status(message.payload, topic=message.topic)
         except DecodeError as err:
             _log.debug("status.unreadable", topic=message.topic, reason=err.reason[:200])
+            continue
+        if status.replayer_id != parsed[1]:  # a status for another's topic: not believed
+            _log.debug("status.misplaced", topic=message.topic, replayer_id=status.replayer_id)
             continue
         if status.status == "online":
             found[status.replayer_id] = status

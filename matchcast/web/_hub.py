@@ -195,6 +195,10 @@ class Hub:
     def publish(self, event: Event, state: MatchState) -> None:
         """An event and the state after it: remember it and send it to the match's browsers."""
         channel = self._channel(event.match_id)
+        if channel.state is not None and channel.state.run != state.run:
+            # A new run (a seek, a restarted replay): the old run's frames are another story,
+            # and a browser resuming by seq must not be sent them.
+            channel.history.clear()
         channel.state = state
         said = event.commentary(state)
         extras = {

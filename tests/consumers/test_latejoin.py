@@ -145,3 +145,21 @@ def test_a_replayer_id_must_be_one_topic_level() -> None:
     for bad in ("", "a/b", "+", "#"):
         with pytest.raises(ValueError, match="one topic level"):
             Runner([Subscriber("s")], replayers=[bad])
+
+
+async def test_one_status_costs_a_bounded_number_of_subscriptions() -> None:
+    """A forged status listing 100,000 matches makes the runner subscribe to at most
+    MAX_DISCOVERED_PER_STATUS exact state topics, and says it stopped there."""
+    from consumers._latejoin import MAX_DISCOVERED_PER_STATUS
+
+    topics = Topics("r")
+    runner = Runner([Subscriber("s")], topics=topics, replayers=["rep-1"])
+    source = Source()
+    many = [f"m{i}" for i in range(100_000)]
+    source.queue.put_nowait(Message(topics.status("rep-1"), _status("rep-1", many)))
+    source.queue.put_nowait(None)
+    async with runner, asyncio.timeout(60):
+        with pytest.raises(ConnectionLostError):
+            await runner.run(source)
+    discovered = [f for f in source.filters if f not in runner.topic_filters()]
+    assert len(discovered) == MAX_DISCOVERED_PER_STATUS

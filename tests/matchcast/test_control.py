@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 from typing import Any
 
 import pytest
@@ -365,3 +366,58 @@ async def test_a_command_nobody_answers_says_so(mosquitto_url: BrokerURL, topics
         await send_command(mosquitto_url, "pause", topics=topics, reply_timeout=0.5)
     async with MqttClient(mosquitto_url) as client:  # leave no retained message behind
         await client.publish(topics.status("ghost"), b"", qos=1, retain=True)
+
+
+class _Subscribes:
+    """Stands in for the client: find_replayers only subscribes on it."""
+
+    def __init__(self) -> None:
+        self.filters: list[str] = []
+
+    async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
+        self.filters.append(topic_filter)
+
+
+def _status_bytes(replayer_id: str, status: str = "online") -> bytes:
+    return json.dumps(
+        {
+            "status": status,
+            "replayer_id": replayer_id,
+            "matches": ["m1"],
+            "at": "2026-07-15T19:00:00Z",
+        }
+    ).encode()
+
+
+async def test_a_forged_status_names_no_replayer() -> None:
+    """A status whose id is a wildcard, or another replayer's than its topic says, is not
+    believed: control never sends a command to a topic the attacker chose."""
+    topics = Topics("r")
+    inbox: asyncio.Queue[Message] = asyncio.Queue()
+    for topic_id, payload_id in (("evil", "#"), ("evil2", "a/+/b"), ("r1", "r2"), ("r3", "r3")):
+        inbox.put_nowait(Message(topics.status(topic_id), _status_bytes(payload_id), retain=True))
+    found = await find_replayers(_Subscribes(), topics, inbox)  # type: ignore[arg-type]
+    assert set(found) == {"r3"}
+
+
+async def test_a_flood_on_the_status_topics_does_not_hold_control_for_ever(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Non-retained messages keep coming: the search ends at its deadline all the same."""
+    monkeypatch.setattr("matchcast.app.control.STATUS_SEARCH_S", 1.0)
+    topics = Topics("r")
+    inbox: asyncio.Queue[Message] = asyncio.Queue()
+    inbox.put_nowait(Message(topics.status("r1"), _status_bytes("r1"), retain=True))
+
+    async def flood() -> None:
+        while True:
+            inbox.put_nowait(Message(topics.status("junk"), b"x", retain=False))
+            await asyncio.sleep(0.05)
+
+    flooding = asyncio.create_task(flood())
+    try:
+        async with asyncio.timeout(10):  # before the deadline, this waited for ever
+            found = await find_replayers(_Subscribes(), topics, inbox)  # type: ignore[arg-type]
+    finally:
+        flooding.cancel()
+    assert set(found) == {"r1"}
