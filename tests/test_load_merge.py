@@ -293,3 +293,48 @@ def _text(table: Any) -> str:
     console = Console(width=200, record=True, file=io.StringIO())
     console.print(table)
     return console.export_text()
+
+
+def _bomb() -> str:
+    """A histogram's 8-byte hdrh header and a zlib stream of 300 MB of zeros, in base64."""
+    import base64
+    import zlib
+
+    inflate_to = 300 * 1024 * 1024
+    squeeze = zlib.compressobj(9)
+    body = b"".join(squeeze.compress(b"\0" * (1 << 20)) for _ in range(inflate_to >> 20))
+    body += squeeze.flush()
+    return base64.b64encode(bytes.fromhex("1c84931400000022") + body).decode()
+
+
+def _damaged(how: str) -> dict[str, Any]:
+    report = _fixtures(3)[0]
+    node = next(iter(report["nodes"].values()))
+    if how == "infinity":
+        node["received"] = float("inf")
+    elif how == "bad histogram":
+        node["latency_hdr"] = "HISTFAAAAB14nJNpmSzMwMDAxQABzFCaEUzO"
+    elif how == "bomb":
+        report["per_second_hdr"][0] = _bomb()
+    elif how == "far apart":
+        report["started_at_epoch"] += 10**9
+    return report
+
+
+@pytest.mark.parametrize("how", ["infinity", "bad histogram", "bomb", "far apart"])
+def test_a_damaged_report_is_a_merge_error_not_a_crash(how: str) -> None:
+    """Hostile or damaged shard reports end the merge with a MergeError saying so: no
+    traceback, no hang, no memory blow-up (a 285 kB histogram once inflated to 300 MB)."""
+    import tracemalloc
+
+    from matchcast.load import MergeError
+
+    reports = [_damaged(how), _fixtures(3)[1]]
+    tracemalloc.start()
+    try:
+        with pytest.raises(MergeError):
+            merge_reports(reports)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 100 * 1024 * 1024

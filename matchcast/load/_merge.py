@@ -76,6 +76,10 @@ def _accounts(reports: list[dict[str, Any]]) -> dict[str, ConsumerAccount]:
     return accounts
 
 
+#: The longest run a merged report has seconds for (its per_second rows).
+MAX_MERGED_SECONDS = 24 * 3600
+
+
 def _per_second(reports: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     base = min(int(r["started_at_epoch"]) for r in reports)
     rows: dict[int, dict[str, Any]] = {}
@@ -89,7 +93,13 @@ def _per_second(reports: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], li
                 acc[key] += row[key]
             hists.setdefault(t, new_histogram()).add(decode_histogram(encoded))
     out, out_hdr = [], []
-    for t in range(max(rows, default=-1) + 1):
+    span = max(rows, default=-1) + 1
+    if span > MAX_MERGED_SECONDS:
+        raise MergeError(
+            f"the shards' seconds span {span} s (more than a day): their runs did not overlap, "
+            "or a report's started_at_epoch or per_second is damaged"
+        )
+    for t in range(span):
         row = rows.get(t, {"t": t, "offered": 0, "sent": 0, "delivered": 0})
         hist = hists.get(t, new_histogram())
         row.update({f"latency_{k}": v for k, v in histogram_summary(hist).items() if k != "count"})
@@ -142,7 +152,9 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
             )
     try:
         return _merge(reports)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+    except MergeError:
+        raise
+    except Exception as err:  # any damage (an infinity, a bad histogram) costs the merge only
         raise MergeError(
             f"a report is damaged ({type(err).__name__}: {err}): "
             "merge the reports the shards wrote, unedited"
