@@ -31,7 +31,7 @@ from pydantic_core import from_json
 from events._clock import MatchClock, parse_minute
 from events._errors import ControlCommandError, DecodeError
 from events._models import MatchId, RunId
-from events._topics import replayer_id_problem
+from events._topics import MAX_REPLAYER_ID, replayer_id_problem
 
 __all__ = [
     "MAX_COMMAND_BYTES",
@@ -77,7 +77,9 @@ def _one_level(value: str) -> str:
 
 #: A replayer's id: one topic level (``events.replayer_id_problem``), or its topics would be
 #: another's or a wildcard.
-ReplayerId = Annotated[str, AfterValidator(_one_level)]
+ReplayerId = Annotated[
+    str, Field(min_length=1, max_length=MAX_REPLAYER_ID), AfterValidator(_one_level)
+]
 #: Match seconds per wall second, or ``"max"``: as fast as the broker takes it.
 Speed = (
     Annotated[float, Field(gt=0, le=1_000_000, description="Match seconds per wall second")]

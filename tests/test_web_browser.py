@@ -220,7 +220,7 @@ async def test_page_controls_pause_and_seek_to_85_then_the_86th_minute_goal_arri
         # The new run's snapshot: the state just before 85', 0-1 after the 55' goal.
         await _wait_text(page, "clock", re.compile(r"2H 8[45]'"), timeout_ms=10_000)  # type: ignore[arg-type]
         assert await _score(page) == "0-1"
-        assert await page.locator("#ctl-timeline .ctl-goal").count() == 1
+        await expect(page.locator("#ctl-timeline .ctl-goal")).to_have_count(1, timeout=10_000)
         await page.click("#ctl-toggle")
         await expect(page.locator("#ctl-toggle")).to_have_text("Pause", timeout=10_000)
         await _wait_text(page, "score", "1-1", timeout_ms=20_000)
