@@ -36,6 +36,7 @@ __all__ = [
     "StatusDiscovery",
     "exact_state_topics",
     "expect_snapshots",
+    "subscribe_exact",
     "subscribe_exact_states",
 ]
 
@@ -76,7 +77,12 @@ async def subscribe_exact_states(
     given up (``session_lost``), expect a newer snapshot of each."""
     if known and getattr(source, "session_lost", False):
         expect_snapshots(known.values())
-    for topic in exact_state_topics(topics, match_filter, known):
+    await subscribe_exact(source, exact_state_topics(topics, match_filter, known), qos)
+
+
+async def subscribe_exact(source: MessageSource, state_topics: Iterable[str], qos: int) -> None:
+    """Subscribe to each exact state topic; a refusal is logged and costs that topic only."""
+    for topic in state_topics:
         try:
             await source.subscribe(topic, qos=qos)
         except MatchcastError as err:

@@ -43,7 +43,7 @@ import structlog
 
 from consumers._deadletter import DeadLetter, consumer_name, send_dead_letter
 from consumers._errors import PluginError
-from consumers._latejoin import StatusDiscovery, subscribe_exact_states
+from consumers._latejoin import StatusDiscovery, subscribe_exact, subscribe_exact_states
 from consumers._sequencer import REORDER_WINDOW, Delivery, RunnerStats, Sequencer
 from consumers._subscriber import Subscriber, call_handler, handler_name
 from events import (
@@ -571,17 +571,8 @@ class Runner:
             self._dead_letter(message, err.reason)
             return
         if fresh and self._source is not None:
-            self._start_errand(self._subscribe_discovered(self._source, fresh))
-
-    @staticmethod
-    async def _subscribe_discovered(source: MessageSource, topics: list[str]) -> None:
-        for topic in topics:
-            try:
-                await source.subscribe(topic, qos=1)
-            except MatchcastError as err:
-                _log.warning("state.exact_not_subscribed", topic=topic, reason=str(err))
-                return
-            _log.info("state.discovered", topic=topic)
+            _log.info("state.discovered", topic=message.topic, matches=len(fresh))
+            self._start_errand(subscribe_exact(self._source, fresh, 1))
 
     def _skip_unknown(self, err: UnknownEventTypeError, match_id: str, message: Message) -> None:
         """A newer minor's event type: skipped, counted, logged; its seq is passed over."""
