@@ -83,3 +83,17 @@ def test_a_lost_node_on_a_list_is_left_within_one_short_wait() -> None:
     first = next(schedule.after_loss())
     assert first.index == 1
     assert 0.0 <= first.delay <= 0.1
+
+
+def test_a_failover_attempt_waits_briefly_first_and_longer_each_pass() -> None:
+    """A surviving node that stalls a CONNECT (NATS during a JetStream election) costs the first
+    pass 2 s, not the 10 s connect timeout; a merely slow node is still reached on a later pass."""
+    schedule = Attempts(_three(), connect_timeout=10.0, failover_timeout=2.0)
+    assert [a.timeout for a in schedule.first_pass()] == [10.0] * 3
+    timeouts = [a.timeout for a in itertools.islice(schedule.after_loss(), 12)]
+    assert timeouts == [2.0] * 3 + [4.0] * 3 + [8.0] * 3 + [10.0] * 3
+
+
+def test_a_list_of_one_always_waits_the_full_connect_timeout() -> None:
+    schedule = Attempts(parse_brokers("mqtt://only:1"), connect_timeout=10.0)
+    assert {a.timeout for a in itertools.islice(schedule.after_loss(), 5)} == {10.0}

@@ -211,3 +211,70 @@ def test_load_assigns_each_role_round_robin() -> None:
     assert nodes.listed == "mqtt://a:1,mqtt://b:2,mqtt://u@c:3"
     shard = NodeAssigner(urls, offset=1)
     assert shard.assign("publisher")[0] == urls[1]
+
+
+async def test_a_failover_with_a_will_asks_no_node_of_a_311_list_for_mqtt_5(
+    mosquitto: Mosquitto,
+) -> None:
+    """One cluster runs one engine: once a node of the list proved 3.1.1-only, a failover goes
+    straight to 3.1.1 on the next node. It used to probe the next node with an MQTT 5 CONNECT
+    first, under the full 10 s connect timeout, not the short failover one; against NATS while
+    JetStream elected leaders, that probe was the replayer's 10 s wait."""
+    async with V311OnlyProxy(mosquitto.port) as b:
+        a = V311OnlyProxy(mosquitto.port)
+        await a.__aenter__()
+        urls = [BrokerURL("127.0.0.1", a.port), BrokerURL("127.0.0.1", b.port)]
+        for url in urls:
+            mqtt._V5_SUPPORT.pop((url.host, url.port), None)
+        will = WillSpec("mctest/will", b"offline")
+        async with MqttClient(urls, will=will, connack_timeout=0.5) as client:
+            assert client.url == urls[0]
+            assert a.v5_connects == 1
+            await a.__aexit__()
+            with pytest.raises(BrokerError):
+                async with asyncio.timeout(10):
+                    await client.wait_lost()
+            async with asyncio.timeout(10):
+                await client.reconnect()
+            assert client.url == urls[1]
+            assert client.protocol_version == "3.1.1"
+        assert (b.v5_connects, b.v311_connects) == (0, 1)
+
+
+async def test_a_stalled_node_costs_a_failover_only_the_short_wait(
+    two_mosquittos: tuple[Mosquitto, Mosquitto], client_kind: str
+) -> None:
+    """A surviving node that takes the CONNECT and says nothing (NATS while JetStream elects
+    leaders) is given the failover wait, then the next node is asked. The fast client used to
+    give it the whole connect timeout (10 s by default; 30 s here)."""
+    a, b = two_mosquittos
+    held: list[asyncio.StreamWriter] = []
+
+    async def mute(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+        await reader.read()
+
+    stalled = await asyncio.start_server(mute, "127.0.0.1", 0)
+    s_port = stalled.sockets[0].getsockname()[1]
+    urls = [BrokerURL.parse(a.url), BrokerURL("127.0.0.1", s_port), BrokerURL.parse(b.url)]
+    try:
+        async with mqtt_client(
+            client_kind, urls, connect_timeout=30.0, failover_timeout=0.3
+        ) as client:
+            a.kill()
+            with pytest.raises(BrokerError):
+                async with asyncio.timeout(10):
+                    await client.wait_lost()
+            with capture_logs() as logs:
+                async with asyncio.timeout(20):
+                    await client.reconnect()
+            assert client.url == urls[2]
+    finally:
+        stalled.close()
+        for writer in held:
+            writer.close()
+    failed = [e for e in logs if e["event"] == "broker.reconnect_failed"]
+    assert failed, "the stalled node was asked first"
+    assert failed[0]["broker"] == str(urls[1])
+    assert "within 0.3s" in failed[0]["reason"]
+    assert "within 30s" not in failed[0]["reason"]

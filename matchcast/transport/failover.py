@@ -15,7 +15,13 @@ of one cluster (``mqtt://10.0.0.1:1883,mqtt://10.0.0.2:1883``; read by
   backoff from ``initial`` to ``cap``), and every wait is a random fraction of it (full jitter),
   so clients that lost the same node do not all return at once. With one broker this is the
   familiar backoff 0.1 s doubling to 5 s; with several, a dead node costs one quick attempt
-  before the next node is tried, so a client is connected again within seconds.
+  before the next node is tried, so a client is connected again within seconds;
+- each attempt also says how long to wait for the node's answer (:attr:`Attempt.timeout`): a
+  first connection, or a list of one, waits the full connect timeout; a failover attempt on a
+  list waits ``failover_timeout`` (2 s) on its first pass, doubling per pass up to the connect
+  timeout. A surviving node that stalls a CONNECT (NATS while JetStream elects new leaders)
+  then costs 2 s, not 10, before the next node is asked, and a node that is merely slow is
+  still reached on a later pass.
 """
 
 from __future__ import annotations
@@ -34,18 +40,23 @@ from events import BrokerError
 if TYPE_CHECKING:
     from matchcast.transport.connection import BrokerURL
 
-__all__ = ["Attempt", "Attempts", "fail_over"]
+__all__ = ["FAILOVER_CONNECT_TIMEOUT", "Attempt", "Attempts", "fail_over"]
 
 _log = structlog.get_logger("matchcast.failover")
+
+#: Seconds the first failover pass over a list waits for a node's CONNACK.
+FAILOVER_CONNECT_TIMEOUT = 2.0
 
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
-    """One connection attempt: wait ``delay`` seconds, then try ``url`` (``index`` in the list)."""
+    """One connection attempt: wait ``delay`` seconds, then try ``url`` (``index`` in the list),
+    waiting at most ``timeout`` seconds for it to connect and answer."""
 
     index: int
     url: BrokerURL
     delay: float
+    timeout: float
 
 
 class Attempts:
@@ -65,6 +76,8 @@ class Attempts:
         *,
         initial: float = 0.1,
         cap: float = 5.0,
+        connect_timeout: float = 10.0,
+        failover_timeout: float = FAILOVER_CONNECT_TIMEOUT,
         rng: Callable[[], float] = random.random,
     ) -> None:
         if not urls:
@@ -72,6 +85,8 @@ class Attempts:
         self.urls = tuple(urls)
         self.initial = initial
         self.cap = cap
+        self.connect_timeout = connect_timeout
+        self.failover_timeout = min(failover_timeout, connect_timeout)
         self._rng = rng
         #: The index of the node of the current (or last) connection.
         self.current = 0
@@ -83,14 +98,15 @@ class Attempts:
     def first_pass(self) -> Iterator[Attempt]:
         """A first connection: each broker once, in the order given, with no wait."""
         for index, url in enumerate(self.urls):
-            yield Attempt(index, url, 0.0)
+            yield Attempt(index, url, 0.0, self.connect_timeout)
 
     def after_loss(self) -> Iterator[Attempt]:
         """Endless attempts after the connection to :attr:`current` was lost.
 
         The nodes after the lost one go first, the lost one last, then round-robin. Pass
         ``r`` (from 0) waits a random fraction of ``min(cap, initial * 2**r)`` before each
-        attempt.
+        attempt, and gives the node ``min(connect_timeout, failover_timeout * 2**r)`` to answer
+        (a list of one always gets the full connect timeout: there is no other node to try).
         """
         n = len(self.urls)
         start = (self.current + 1) % n
@@ -99,7 +115,12 @@ class Attempts:
             rounds = attempt // n
             index = (start + attempt) % n
             ceiling = min(self.cap, self.initial * 2**rounds)
-            yield Attempt(index, self.urls[index], self._rng() * ceiling)
+            timeout = (
+                self.connect_timeout
+                if n == 1
+                else min(self.connect_timeout, self.failover_timeout * 2**rounds)
+            )
+            yield Attempt(index, self.urls[index], self._rng() * ceiling, timeout)
             attempt += 1
 
 

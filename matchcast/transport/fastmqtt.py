@@ -49,7 +49,7 @@ import structlog
 from events import BrokerError, ConnectionLostError, Message, MessageProps
 from matchcast.transport import mqtt311
 from matchcast.transport.connection import BrokerURL, Protocol, WillSpec, connect_hint
-from matchcast.transport.failover import Attempt, Attempts, fail_over
+from matchcast.transport.failover import FAILOVER_CONNECT_TIMEOUT, Attempt, Attempts, fail_over
 
 __all__ = ["FastClient"]
 
@@ -170,6 +170,7 @@ class FastClient:
         keepalive: int = 30,
         connect_timeout: float = 10.0,
         probe_timeout: float = 3.0,
+        failover_timeout: float = FAILOVER_CONNECT_TIMEOUT,
         max_inflight: int = 100,
         tls_context: ssl.SSLContext | None = None,
         backoff_initial: float = 0.1,
@@ -197,7 +198,15 @@ class FastClient:
         self.protocol_version: Literal["5", "3.1.1"] | None = None
         #: Whether the broker resumed a session of ours on the current connection.
         self.session_present = False
-        self._attempts = Attempts(self.urls, initial=backoff_initial, cap=backoff_max)
+        # A failover attempt on a list waits briefly for a node that stalls its CONNECT (NATS
+        # while JetStream elects new leaders): the next node may answer at once.
+        self._attempts = Attempts(
+            self.urls,
+            initial=backoff_initial,
+            cap=backoff_max,
+            connect_timeout=connect_timeout,
+            failover_timeout=failover_timeout,
+        )
         self._timeout = connect_timeout
         self._probe_timeout = min(probe_timeout, connect_timeout)
         self._tls = tls_context
@@ -261,7 +270,7 @@ class FastClient:
         failures: list[str] = []
         for attempt in self._attempts.first_pass():
             try:
-                await self._connect(attempt.url)
+                await self._connect(attempt.url, attempt.timeout)
             except BrokerError as err:
                 if len(self.urls) == 1:
                     raise
@@ -273,8 +282,9 @@ class FastClient:
         # Worded as MqttClient words it: each node named once, with its reason.
         raise BrokerError(f"list of {len(self.urls)}", f"no node answered ({'; '.join(failures)})")
 
-    async def _connect(self, url: BrokerURL) -> None:
-        """One connection to ``url``, in the protocol(s) ``protocol`` allows.
+    async def _connect(self, url: BrokerURL, wait: float) -> None:
+        """One connection to ``url``, in the protocol(s) ``protocol`` allows, waiting at most
+        ``wait`` seconds for it (:attr:`matchcast.transport.failover.Attempt.timeout`).
 
         Raises:
             BrokerError: naming the cause and what to do about it.
@@ -284,7 +294,7 @@ class FastClient:
         version = _PROTOCOL_OF.get(key) if self.protocol == "auto" else self.protocol
         if version is not None:
             try:
-                await self._connect_as(url, version, self._timeout)
+                await self._connect_as(url, version, wait, wait)
             except _NoConnAckError as err:
                 hint = _LISTENER_HINT if version == "3.1.1" or self.protocol == "auto" else _V5_HINT
                 raise BrokerError(str(url), f"{err}{hint}") from None
@@ -292,7 +302,7 @@ class FastClient:
                 raise BrokerError(str(url), f"connection refused: {err.reason}") from None
             return
         try:
-            await self._connect_as(url, "5", self._probe_timeout)
+            await self._connect_as(url, "5", min(self._probe_timeout, wait), wait)
         except _NoConnAckError as err:
             v5_answer = str(err)
         except _RefusedError as err:
@@ -304,7 +314,7 @@ class FastClient:
             return
         _log.info("broker.v5_refused", broker=str(url), answer=v5_answer, fallback="3.1.1")
         try:
-            await self._connect_as(url, "3.1.1", self._timeout)
+            await self._connect_as(url, "3.1.1", wait, wait)
         except _NoConnAckError as err:
             raise BrokerError(
                 str(url),
@@ -312,12 +322,20 @@ class FastClient:
             ) from None
         except _RefusedError as err:
             raise BrokerError(str(url), f"connection refused: {err.reason}") from None
+        # One cluster runs one engine: the other nodes of the list speak 3.1.1 only too, so a
+        # failover costs no wait for an MQTT 5 answer that will not come.
+        for other in self.urls:
+            _PROTOCOL_OF.setdefault((other.host, other.port), "3.1.1")
         _PROTOCOL_OF[key] = "3.1.1"
 
     async def _connect_as(
-        self, url: BrokerURL, version: Literal["5", "3.1.1"], connack_timeout: float
+        self,
+        url: BrokerURL,
+        version: Literal["5", "3.1.1"],
+        connack_timeout: float,
+        wait: float,
     ) -> None:
-        """Connect and wait for the CONNACK.
+        """Connect within ``wait`` seconds, then wait ``connack_timeout`` for the CONNACK.
 
         Raises:
             _NoConnAckError: closed or silent before the CONNACK.
@@ -338,7 +356,7 @@ class FastClient:
         proto = _Protocol(self)
         self._proto = proto
         try:
-            async with asyncio.timeout(self._timeout):
+            async with asyncio.timeout(wait):
                 transport, _ = await loop.create_connection(
                     lambda: proto, url.host, url.port, ssl=tls
                 )
@@ -566,7 +584,7 @@ class FastClient:
             self._drop()
 
             async def connect(attempt: Attempt) -> None:
-                await self._connect(attempt.url)
+                await self._connect(attempt.url, attempt.timeout)
 
             def give_up_reason(err: BrokerError) -> str:
                 return err.reason if len(self.urls) == 1 else str(err)

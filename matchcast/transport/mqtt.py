@@ -29,9 +29,9 @@ from paho.mqtt.properties import Properties
 
 from events import BrokerError, ConnectionLostError, Message, MessageProps, PublishRefusedError
 from matchcast.transport.connection import BrokerURL, Protocol, WillSpec, connect_hint, describe
-from matchcast.transport.failover import Attempt, Attempts, fail_over
+from matchcast.transport.failover import FAILOVER_CONNECT_TIMEOUT, Attempt, Attempts, fail_over
 
-__all__ = ["FAILOVER_CONNECT_TIMEOUT", "V5_CONNACK_TIMEOUT", "MqttClient"]
+__all__ = ["V5_CONNACK_TIMEOUT", "MqttClient"]
 
 _log = structlog.get_logger("matchcast.mqtt")
 
@@ -40,8 +40,6 @@ _V5_SUPPORT: dict[tuple[str, int], bool] = {}
 #: Seconds to wait for the CONNACK of an MQTT 5 CONNECT before trying 3.1.1 (``--protocol
 #: auto``): RabbitMQ 3.x never answers one, NATS refuses it at once.
 V5_CONNACK_TIMEOUT = 3.0
-#: Seconds a failover attempt waits for a node's CONNACK when the list has other nodes.
-FAILOVER_CONNECT_TIMEOUT = 2.0
 
 
 def _abandon(client: aiomqtt.Client) -> None:
@@ -189,7 +187,15 @@ class MqttClient:
         if not self.urls:
             raise ValueError("no broker to connect to")
         self.url = self.urls[0]
-        self.attempts = Attempts(self.urls, initial=backoff_initial, cap=backoff_max)
+        # With other nodes to try, a node that stalls a CONNECT (NATS while JetStream elects
+        # new leaders) gets a short wait in a failover: the next node may answer at once.
+        self.attempts = Attempts(
+            self.urls,
+            initial=backoff_initial,
+            cap=backoff_max,
+            connect_timeout=connect_timeout,
+            failover_timeout=failover_timeout,
+        )
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self.max_outage = max_outage
@@ -207,11 +213,7 @@ class MqttClient:
         self._keepalive = keepalive
         self._timeout = connect_timeout
         self._connack_timeout = min(connack_timeout, connect_timeout)
-        # With other nodes to try, a node that stalls a CONNECT (NATS while JetStream elects
-        # new leaders) gets a short wait: the next node may answer at once.
-        self._failover_timeout = (
-            min(failover_timeout, connect_timeout) if len(self.urls) > 1 else connect_timeout
-        )
+        #: The connect wait of the attempt under way (:attr:`Attempt.timeout`).
         self._attempt_timeout = connect_timeout
         self._max_inflight = max_inflight
         #: Message ids the broker refused (MQTT 5 reason >= 0x80), until their publish sees it.
@@ -280,12 +282,15 @@ class MqttClient:
             probe = MqttClient(
                 url,
                 protocol="auto",
-                connect_timeout=self._timeout,
+                # A failover's probe waits as briefly as the failover attempt itself.
+                connect_timeout=self._attempt_timeout,
                 connack_timeout=self._connack_timeout,
                 tls_context=self._tls[index],
             )
             async with probe:
                 pass  # connecting remembers whether v5 was accepted
+            if not _V5_SUPPORT.get(key, False):
+                self._v311_only(key)  # for the whole list, not only the probe's one address
         return _V5_SUPPORT.get(key, False)
 
     async def __aenter__(self) -> Self:
@@ -449,7 +454,7 @@ class MqttClient:
                 await asyncio.wait_for(old.__aexit__(None, None, None), timeout=1)
 
         async def connect(attempt: Attempt) -> None:
-            self._attempt_timeout = self._failover_timeout
+            self._attempt_timeout = attempt.timeout
             try:
                 await self._connect_to(attempt.index)
             finally:
