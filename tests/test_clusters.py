@@ -107,12 +107,20 @@ NATS_DROPS_TOLERATED = 5
 
 def _engine_loss_reported(cluster: Cluster, seen: list[int], runner: Runner) -> None:
     """Every seq handled, or (on NATS, whose engine drops a delivery now and then) the few
-    missed reported as a gap, and the stream followed to its end: never a silent loss."""
+    missed reported as a gap, and the stream followed to its end: never a silent loss.
+
+    A drop of the first events is no gap to a consumer: it cannot tell them from events
+    published before it joined, so it starts from the state that comes with the first event it
+    gets (``state.synchronised`` with ``reason=resumed``), as any late joiner does (seen once
+    in CI: seq 1 dropped)."""
     if cluster.engine != "nats" or seen == ALL_SEQS:
         assert seen == ALL_SEQS, _diff(seen)
         return
-    assert len(set(ALL_SEQS) - set(seen)) <= NATS_DROPS_TOLERATED, _diff(seen)
-    assert runner.stats.gaps >= 1, "a missed seq is reported: " + _diff(seen)
+    missing = set(ALL_SEQS) - set(seen)
+    assert len(missing) <= NATS_DROPS_TOLERATED, _diff(seen)
+    joined_after = set(range(1, seen[0]))
+    if missing - joined_after:
+        assert runner.stats.gaps >= 1, "a missed seq is reported: " + _diff(seen)
     assert seen[-1] == LAST_SEQ, _diff(seen)
 
 
