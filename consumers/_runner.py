@@ -489,7 +489,8 @@ class Runner:
 
     async def _abandon(self) -> None:
         queued = sum(lane.pending for lane in self._lanes.values())
-        _log.warning("consumer.abandoned", queued=queued)
+        if queued:  # nothing queued or in flight: nothing lost, nothing to warn of
+            _log.warning("consumer.abandoned", queued=queued)
         await self._stop_workers()
 
     async def _stop_workers(self) -> None:
