@@ -14,7 +14,10 @@ A consumer that knows no match id yet learns them from the retained status of a 
 told the id of (``Runner(replayers=...)``, ``--replayer ID``): the status lists its matches
 (:class:`events.ReplayerStatus`), and the runner subscribes to each one's exact state topic
 (:class:`StatusDiscovery`). That is how a consumer joining after full time, or during a pause,
-gets the score at once on RabbitMQ, where no event follows to name the match.
+gets the score at once on RabbitMQ, where no event follows to name the match. A named replayer
+whose status has not arrived ``REPLAYER_WAIT_S`` seconds after subscribing is reported once
+(``replayer.not_found``, a warning: a mistyped id would otherwise wait in silence); the runner
+goes on waiting, and says ``replayer.found`` if it turns up later (:class:`ReplayerWatch`).
 
 A re-subscription after a persistent session was given up (its node died: the source says
 ``session_lost``) has missed events, and none may follow (the match is over): each known match
@@ -24,7 +27,8 @@ then takes a newer snapshot as the state, reported as a resynchronisation
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 import structlog
@@ -33,6 +37,8 @@ from consumers._sequencer import Sequencer
 from events import MatchcastError, Message, MessageSource, Topics, decode_status
 
 __all__ = [
+    "REPLAYER_WAIT_S",
+    "ReplayerWatch",
     "StatusDiscovery",
     "exact_state_topics",
     "expect_snapshots",
@@ -147,3 +153,70 @@ class StatusDiscovery:
             self._asked.add(match_id)
             fresh.append(self.topics.state(match_id))
         return fresh
+
+
+#: Seconds a named replayer's status may take to arrive, after the subscription, before the
+#: consumer says it has none (once; it goes on waiting: the replayer may start later).
+REPLAYER_WAIT_S = 5.0
+
+
+class ReplayerWatch:
+    """The named replayers whose status has not arrived: each reported once after a wait,
+    and again if it turns up after that.
+
+    Args:
+        topics: the topic tree (the status topics, for the log).
+        replayers: the ids named (``--replayer``).
+        notify: called with ``(replayer_id, False)`` when its status has not arrived within
+            the wait, and ``(replayer_id, True)`` when it arrives after that.
+    """
+
+    def __init__(
+        self,
+        topics: Topics,
+        replayers: Sequence[str],
+        notify: Callable[[str, bool], None] | None = None,
+    ) -> None:
+        self.topics = topics
+        self.notify = notify
+        self._waiting = list(replayers)  # in the order named
+        self._reported: set[str] = set()
+
+    @property
+    def waiting(self) -> list[str]:
+        """The named replayers no status of which has arrived yet."""
+        return list(self._waiting)
+
+    async def wait(self, seconds: float) -> None:
+        """After ``seconds``, report each named replayer whose status has not arrived."""
+        await asyncio.sleep(seconds)
+        for replayer_id in self._waiting:
+            if replayer_id in self._reported:
+                continue
+            self._reported.add(replayer_id)
+            _log.warning(
+                "replayer.not_found",
+                replayer_id=replayer_id,
+                topic=self.topics.status(replayer_id),
+                waited_s=seconds,
+                hint="still waiting: it may start later; `matchcast control status` lists "
+                "the replayers online",
+            )
+            self._tell(replayer_id, found=False)
+
+    def arrived(self, replayer_id: str) -> None:
+        """A status of ``replayer_id`` arrived (a readable one)."""
+        if replayer_id not in self._waiting:
+            return
+        self._waiting.remove(replayer_id)
+        if replayer_id in self._reported:
+            _log.info("replayer.found", replayer_id=replayer_id)
+            self._tell(replayer_id, found=True)
+
+    def _tell(self, replayer_id: str, *, found: bool) -> None:
+        if self.notify is None:
+            return
+        try:
+            self.notify(replayer_id, found)
+        except Exception:  # a hint that failed to print costs the hint only
+            _log.exception("replayer.notify_failed", replayer_id=replayer_id)

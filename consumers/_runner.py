@@ -43,7 +43,13 @@ import structlog
 
 from consumers._deadletter import DeadLetter, consumer_name, send_dead_letter
 from consumers._errors import PluginError
-from consumers._latejoin import StatusDiscovery, subscribe_exact, subscribe_exact_states
+from consumers._latejoin import (
+    REPLAYER_WAIT_S,
+    ReplayerWatch,
+    StatusDiscovery,
+    subscribe_exact,
+    subscribe_exact_states,
+)
 from consumers._sequencer import REORDER_WINDOW, Delivery, RunnerStats, Sequencer
 from consumers._subscriber import Subscriber, call_handler, handler_name
 from events import (
@@ -195,6 +201,10 @@ class Runner:
         replayers: ids of replayers whose retained status to read: the matches it lists are
             subscribed to by their exact state topics, for brokers that give a wildcard no
             retained messages (consumers._latejoin).
+        replayer_wait: seconds after subscribing before a named replayer whose status has
+            not arrived is reported (``replayer.not_found``, once; the runner goes on waiting).
+        on_replayer: called with ``(replayer_id, False)`` at that report and with
+            ``(replayer_id, True)`` if its status arrives after it (a command's hint line).
     """
 
     def __init__(
@@ -215,6 +225,8 @@ class Runner:
         reorder_window: int = REORDER_WINDOW,
         reorder_wait: float = REORDER_WAIT_S,
         replayers: Sequence[str] = (),
+        replayer_wait: float = REPLAYER_WAIT_S,
+        on_replayer: Callable[[str, bool], None] | None = None,
     ) -> None:
         if queue_size < 2:
             raise ValueError(f"queue_size must be at least 2, not {queue_size}")
@@ -247,6 +259,9 @@ class Runner:
                 raise ValueError(f"replayer id {replayer_id!r} is not one topic level: {problem}")
         self.replayers = tuple(dict.fromkeys(replayers))
         self._discovery = StatusDiscovery(self.topics, match_filter, max_matches)
+        self.replayer_wait = replayer_wait
+        self._replayer_watch = ReplayerWatch(self.topics, self.replayers, on_replayer)
+        self._replayer_timer: asyncio.Task[None] | None = None  # once, from the first subscribe
         #: Matches whose full time was applied, with when they may be forgotten, oldest first.
         self._finished: collections.deque[tuple[float, str]] = collections.deque()
         #: Runs that ended, of matches forgotten since: match id -> run (bounded, oldest out).
@@ -363,6 +378,9 @@ class Runner:
         if not self._started or self._closed:
             return
         self._closed = True
+        if self._replayer_timer is not None:
+            self._replayer_timer.cancel()
+            await asyncio.wait({self._replayer_timer})  # a cancel of close() still raises
         try:
             if abandon:
                 await self._abandon()
@@ -415,6 +433,10 @@ class Runner:
         )
         reader = asyncio.ensure_future(self._read(source))
         stop = asyncio.ensure_future(self._stopping.wait())
+        if self._replayer_timer is None and self.replayers:
+            self._replayer_timer = asyncio.ensure_future(
+                self._replayer_watch.wait(self.replayer_wait)
+            )
         try:
             await asyncio.wait({reader, stop}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -489,7 +511,8 @@ class Runner:
 
     async def _abandon(self) -> None:
         queued = sum(lane.pending for lane in self._lanes.values())
-        _log.warning("consumer.abandoned", queued=queued)
+        if queued:  # nothing queued or in flight: nothing lost, nothing to warn of
+            _log.warning("consumer.abandoned", queued=queued)
         await self._stop_workers()
 
     async def _stop_workers(self) -> None:
@@ -516,7 +539,7 @@ class Runner:
                 self._parsed[message.topic] = parsed
         if parsed[0] not in _MATCH_TOPICS:
             if parsed[0] == "status" and parsed[1] in self.replayers:
-                self._on_status(message)
+                self._on_status(message, parsed[1])
             return
         kind, match_id = parsed
         if self.match_filter not in ("+", match_id):
@@ -558,7 +581,7 @@ class Runner:
             )
             self._dead_letter(message, reason)
 
-    def _on_status(self, message: Message) -> None:
+    def _on_status(self, message: Message, replayer_id: str) -> None:
         """A named replayer's status: subscribe to the exact state topic of each match it
         lists that is new to us. A bad status costs that message only."""
         try:
@@ -570,6 +593,8 @@ class Runner:
             )
             self._dead_letter(message, err.reason)
             return
+        if message.payload:  # a readable status, not a cleared one: the replayer exists
+            self._replayer_watch.arrived(replayer_id)
         if fresh and self._source is not None:
             _log.info("state.discovered", topic=message.topic, matches=len(fresh))
             self._start_errand(subscribe_exact(self._source, fresh, 1))

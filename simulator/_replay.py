@@ -894,7 +894,7 @@ class _Chaos:
             index = min(self.unacked) if self.unacked else self.next_index
             retained = [e.state for e in stream.emissions[:index] if e.retain and e.state]
             await self._publish_state(retained[-1] if retained else start)
-            self.log.info("replay.resumed", from_message=index)
+            self.log.info("replay.resuming", from_message=index)
         report.duration_s = clock.now() - t0
         report.final_state = stream.truth
         self.log.info(

@@ -15,6 +15,7 @@ from typing import Any
 import aiomqtt
 import pytest
 from rich.console import Console
+from structlog.testing import capture_logs
 
 from consumers import Runner, Scoreboard, Subscriber
 from consumers.terminal import TerminalView
@@ -216,7 +217,8 @@ async def test_a_chaos_replay_resumes_after_a_dropped_connection(
     mosquitto: Mosquitto, topics: Topics
 ) -> None:
     """Through a proxy that drops the link mid-replay: it reconnects, and every seq of the
-    true stream still arrives (the chaos adds repeats and corrections, never loses one)."""
+    true stream still arrives (the chaos adds repeats and corrections, never loses one). It
+    says so under the clean replay's name, ``replay.resuming`` (docs/chaos.md)."""
     received: list[int] = []
     async with FaultProxy("127.0.0.1", mosquitto.port) as proxy:
         url = BrokerURL("127.0.0.1", proxy.port)
@@ -239,16 +241,20 @@ async def test_a_chaos_replay_resumes_after_a_dropped_connection(
                     chaos=ChaosSpec.parse("duplicate=0.2,correction=1"),
                     seed=1,
                 )
-                replay = asyncio.create_task(run_replay([SEMI], url, options))
-                while len(received) < 5:
-                    await asyncio.sleep(0.01)
-                proxy.drop()
-                (report,) = await replay
+                with capture_logs() as logs:
+                    replay = asyncio.create_task(run_replay([SEMI], url, options))
+                    while len(received) < 5:
+                        await asyncio.sleep(0.01)
+                    proxy.drop()
+                    (report,) = await replay
                 await _mark_end(BrokerURL("127.0.0.1", mosquitto.port), topics)
                 await collector
     assert report.reconnects >= 1
     assert report.truth is not None
     assert set(received) == set(range(received[0], report.truth.last_seq + 1))
+    names = [e["event"] for e in logs]
+    assert names.count("replay.resuming") == report.reconnects, names
+    assert "replay.resumed" not in names  # the one name a clean replay uses too
 
 
 @pytest.mark.parametrize(

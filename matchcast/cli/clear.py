@@ -76,9 +76,8 @@ def clear(
     setup_logs(log_format, verbose, quiet_default=True)
     from matchcast.app.retained import clear_retained, scan_retained  # noqa: PLC0415
 
-    url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure) or BrokerURL(
-        DEFAULT_HOST, DEFAULT_EMBEDDED_PORT
-    )
+    given = connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
+    url = given or BrokerURL(DEFAULT_HOST, DEFAULT_EMBEDDED_PORT)
     topics = parse_topics(root)
     match_id = None if match is None else match_filter(match)
     if match_id == "+":
@@ -86,6 +85,13 @@ def clear(
     named = replayer_ids(replayer)
     nodes = (url,) if isinstance(url, BrokerURL) else url
     checked_protocol = parse_protocol(protocol)
+    where = f"{describe(nodes)} under {topics.root}/" + (
+        f" for match {match_id}" if match_id else ""
+    )
+    # Clearing the wrong broker is destructive: say which one first (passwords masked),
+    # and when it is only the default.
+    default = "" if given else " (the default broker: no --broker or $MATCHCAST_BROKER)"
+    typer.echo(f"searching {where} for retained topics{default}")
     scan = run(
         lambda: scan_retained(
             url, topics, match_id=match_id, replayers=named, protocol=checked_protocol
@@ -94,12 +100,10 @@ def clear(
     kept = [t for t in scan.found if t.online]
     doomed = [t for t in scan.found if not t.online]
     for (topic, summary, online), on in _by_topic(scan.found).items():
-        mark = "keep " if online else "clear"
+        # Listed before anything is cleared (and before the question): what it would do.
+        mark = "keep" if online else "would clear"
         where_found = f"  on {', '.join(on)}" if len(nodes) > 1 else ""
-        typer.echo(f"{mark}  {topic}  ({summary}){where_found}")
-    where = f"{describe(nodes)} under {topics.root}/" + (
-        f" for match {match_id}" if match_id else ""
-    )
+        typer.echo(f"{mark:<11}  {topic}  ({summary}){where_found}")
     for node, reason in scan.unreachable.items():
         typer.echo(f"not searched: {node} ({reason})")
     if not doomed:

@@ -31,6 +31,7 @@ __all__ = [
     "live_matches",
     "log",
     "reach_broker",
+    "replayer_hint",
     "run",
     "run_until_interrupted",
     "say_when_absent",
@@ -170,3 +171,23 @@ async def say_when_absent(
         markup=False,
         soft_wrap=True,
     )
+
+
+def replayer_hint(
+    url: BrokerURL | Sequence[BrokerURL], topics: Topics
+) -> Callable[[str, bool], None]:
+    """For ``Runner(on_replayer=...)``: a line on standard error when a ``--replayer``'s status
+    has not arrived (``replayer.not_found``), and another when it arrives after all."""
+
+    def say(replayer_id: str, found: bool) -> None:
+        if found:
+            line = f"replayer {replayer_id} is there now: its status arrived"
+        else:
+            line = (
+                f"waiting for replayer {replayer_id}: no status of it on {_where(url)} under "
+                f"{topics.root}/ yet; still waiting (it may start later). "
+                "`matchcast control status` (same --broker and --root) lists the replayers online."
+            )
+        stderr.print(line, markup=False, soft_wrap=True)
+
+    return say

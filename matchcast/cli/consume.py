@@ -37,7 +37,14 @@ from consumers import (
 )
 from events import DEFAULT_ROOT, MatchState
 from matchcast.app import run_watch
-from matchcast.cli.common import fail, reach_broker, run, say_when_absent, setup_logs
+from matchcast.cli.common import (
+    fail,
+    reach_broker,
+    replayer_hint,
+    run,
+    say_when_absent,
+    setup_logs,
+)
 from matchcast.cli.options import (
     DEFAULT_EMBEDDED_PORT,
     BrokerOpt,
@@ -204,6 +211,7 @@ def consume(
         drain_timeout=drain_timeout,
         max_matches=max_matches,
         replayers=replayers,
+        on_replayer=replayer_hint(url, topics),
     )
     if reorder_window is not None:  # else the runner's defaults
         runner.reorder_window = reorder_window

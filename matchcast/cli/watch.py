@@ -7,6 +7,7 @@ import sys
 
 import typer
 
+from consumers import Runner
 from consumers.terminal import TerminalView
 from events import DEFAULT_ROOT, MatchState
 from matchcast.app import run_watch
@@ -14,6 +15,7 @@ from matchcast.app.replayers import follow_replayers
 from matchcast.cli.common import (
     fail,
     reach_broker,
+    replayer_hint,
     run_until_interrupted,
     say_when_absent,
     setup_logs,
@@ -75,6 +77,13 @@ def watch(
     if exit_at_full_time and match == "+":
         fail("--exit-at-full-time needs --match MATCH_ID", 2)
     view = TerminalView()
+    runner = Runner(
+        [view.subscriber],
+        topics=topics,
+        match_filter=match,
+        replayers=named_replayers,
+        on_replayer=replayer_hint(url, topics),
+    )
 
     async def go() -> dict[str, MatchState]:
         await reach_broker(url)
@@ -88,14 +97,12 @@ def watch(
                 try:
                     return await run_watch(
                         url,
-                        [view.subscriber],
-                        topics=topics,
-                        match_filter=match,
+                        [],
+                        runner=runner,
                         qos=qos,
                         protocol=checked_protocol,
                         client=client,
                         until_finished={match} if exit_at_full_time else None,
-                        replayers=named_replayers,
                     )
                 finally:
                     replayers.cancel()

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from events import DEFAULT_ROOT, BrokerError, Topics
-from matchcast.cli.common import reach_broker, run_until_interrupted, setup_logs, stderr
+from matchcast.cli.common import (
+    reach_broker,
+    replayer_hint,
+    run_until_interrupted,
+    setup_logs,
+    stderr,
+)
 from matchcast.cli.options import (
     DEMO_SPEED,
     BrokerOpt,
@@ -133,7 +139,12 @@ def web(
         from matchcast.web import Hub, WebServer, bridge  # noqa: PLC0415
 
         hub = Hub(queue_size=queue_size)
-        runner = Runner([bridge(hub)], topics=topics, replayers=replayers)
+        runner = Runner(
+            [bridge(hub)],
+            topics=topics,
+            replayers=replayers,
+            on_replayer=replayer_hint(broker_url, topics),
+        )
         await reach_broker(broker_url)  # before the page's address is announced
         sender = _control_sender(broker_url, topics) if control else None
         async with WebServer(hub, host, port, max_streams=max_streams, control=sender) as server:

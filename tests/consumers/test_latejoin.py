@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator
 
 import pytest
+from structlog.testing import capture_logs
 
 from consumers import Runner, Subscriber
 from consumers._latejoin import exact_state_topics
@@ -163,3 +164,41 @@ async def test_one_status_costs_a_bounded_number_of_subscriptions() -> None:
             await runner.run(source)
     discovered = [f for f in source.filters if f not in runner.topic_filters()]
     assert len(discovered) == MAX_DISCOVERED_PER_STATUS
+
+
+async def test_a_named_replayer_with_no_status_is_reported_once_and_again_when_it_comes() -> None:
+    """``--replayer nobody``: no status within the wait (a small one here, not the 5 s
+    default) is a ``replayer.not_found`` warning, once, and a call of ``on_replayer``; the
+    runner goes on waiting and says ``replayer.found`` when the status arrives after all. A
+    replayer whose status came in time is not reported."""
+    topics = Topics("r")
+    told: list[tuple[str, bool]] = []
+    runner = Runner(
+        [Subscriber("s")],
+        topics=topics,
+        replayers=["rep-1", "nobody"],
+        replayer_wait=0.05,
+        on_replayer=lambda rid, found: told.append((rid, found)),
+    )
+    source = Source()
+    source.queue.put_nowait(Message(topics.status("rep-1"), _status("rep-1", [MATCH])))
+    with capture_logs() as logs:
+        async with runner, asyncio.timeout(10):
+            task = asyncio.create_task(runner.run(source))
+            while not told:
+                await asyncio.sleep(0.01)
+            assert told == [("nobody", False)]
+            source.queue.put_nowait(Message(topics.status("nobody"), _status("nobody", [])))
+            while len(told) < 2:
+                await asyncio.sleep(0.01)
+            source.queue.put_nowait(Message(topics.status("nobody"), _status("nobody", [])))
+            source.queue.put_nowait(None)
+            with pytest.raises(ConnectionLostError):
+                await task
+    assert told == [("nobody", False), ("nobody", True)]
+    [missing] = [e for e in logs if e["event"] == "replayer.not_found"]
+    assert missing["log_level"] == "warning"
+    assert missing["replayer_id"] == "nobody"
+    assert missing["topic"] == topics.status("nobody")
+    [found] = [e for e in logs if e["event"] == "replayer.found"]
+    assert found["replayer_id"] == "nobody"

@@ -203,6 +203,35 @@ async def test_a_handler_past_its_timeout_is_abandoned_and_counted() -> None:
     assert [c.outcome for c in h.calls_to("raises_its_own_timeout")] == ["error"] * 3
 
 
+async def test_stopping_at_once_with_nothing_queued_warns_of_no_loss() -> None:
+    """A Ctrl-C (cancellation) with nothing queued or in flight abandons nothing: no
+    ``consumer.abandoned`` warning, which would read as lost events."""
+    sub, _ = recorder()
+    async with Harness(sub) as h:
+        await h.play()
+        await h.runner.close(abandon=True)
+    assert h.logged("consumer.abandoned") == []
+    assert len(h.logged("consumer.stopped")) == 1
+
+
+async def test_stopping_at_once_with_a_handler_in_flight_warns_with_the_count() -> None:
+    sub = Subscriber("s")
+    started = asyncio.Event()
+
+    @sub.on(KickOff)
+    async def hangs(event: KickOff, state: MatchState) -> None:
+        started.set()
+        await asyncio.sleep(3600)
+
+    async with Harness(sub, handler_timeout=7200) as h:
+        await h.send(*EVENTS[:3], wait=False)
+        await started.wait()
+        await h.runner.close(abandon=True)
+    [entry] = h.logged("consumer.abandoned")
+    assert entry["log_level"] == "warning"
+    assert entry["queued"] == 3  # the kick-off in flight and the two events behind it
+
+
 async def test_a_sync_handler_that_blocks_the_loop_is_reported() -> None:
     sub = Subscriber("s")
 

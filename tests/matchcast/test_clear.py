@@ -63,8 +63,9 @@ def test_clear_lists_then_removes_every_retained_topic(mosquitto: Mosquitto, roo
     assert sorted(t.kind for t in before) == ["consumer_state", "state", "state", "status"]
     result = run_cli("clear", "--broker", mosquitto.url, "--root", root, "--yes")
     assert result.code == 0, result.stderr
-    assert f"clear  {topics.state(SEMI.match_id)}  (state: finished, ARG 2-1 ENG" in result.stdout
-    assert "cleared 4 retained topic(s)" in result.stdout
+    state_line = f"would clear  {topics.state(SEMI.match_id)}  (state: finished, ARG 2-1 ENG"
+    assert state_line in result.stdout
+    assert f"cleared 4 retained topic(s) on {url} under {root}/" in result.stdout
     assert _found(url, topics) == []
     assert asyncio.run(live_matches(url, topics)) == []
 
@@ -105,12 +106,45 @@ def test_clear_asks_and_a_no_clears_nothing(
     monkeypatch.setattr("matchcast.cli.clear._interactive", lambda: True)
     result = run_cli("clear", "--broker", mosquitto.url, "--root", root, input="n\n")
     assert result.code == 1
-    assert "Clear 4 retained topic(s)" in result.stdout
+    assert f"would clear  {topics.state(OTHER.match_id)}  (state: finished" in result.stdout
+    assert f"Clear 4 retained topic(s) on {url} under {root}/?" in result.stdout  # which broker
     assert "nothing cleared" in result.stdout
     assert len(_found(url, topics)) == 4
     result = run_cli("clear", "--broker", mosquitto.url, "--root", root, input="y\n")
     assert result.code == 0
     assert _found(url, topics) == []
+
+
+def test_clear_without_broker_names_the_default_broker_it_is_about_to_clear(
+    mosquitto: Mosquitto, root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No --broker and no $MATCHCAST_BROKER: the embedded broker's address is used, and the
+    first line says so (the test's own broker stands in for 127.0.0.1:1883)."""
+    monkeypatch.delenv("MATCHCAST_BROKER", raising=False)
+    monkeypatch.setattr("matchcast.cli.clear.DEFAULT_EMBEDDED_PORT", mosquitto.port)
+    url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
+    _leave_retained(url, topics)
+    monkeypatch.setattr("matchcast.cli.clear._interactive", lambda: True)
+    result = run_cli("clear", "--root", root, input="n\n")
+    assert result.code == 1
+    first = result.stdout.splitlines()[0]
+    assert first == (
+        f"searching {url} under {root}/ for retained topics "
+        "(the default broker: no --broker or $MATCHCAST_BROKER)"
+    )
+    assert f"Clear 4 retained topic(s) on {url} under {root}/?" in result.stdout
+    assert len(_found(url, topics)) == 4
+
+
+def test_clear_names_its_broker_with_the_password_masked(mosquitto: Mosquitto, root: str) -> None:
+    secret = f"pw-{uuid.uuid4().hex[:8]}"
+    broker = f"mqtt://someone:{secret}@127.0.0.1:{mosquitto.port}"
+    result = run_cli("clear", "--broker", broker, "--root", root, "--yes")
+    assert result.code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == (
+        f"searching mqtt://someone:***@127.0.0.1:{mosquitto.port} under {root}/ for retained topics"
+    )
+    assert secret not in result.stdout + result.stderr
 
 
 def test_clear_keeps_a_running_replayers_status(mosquitto: Mosquitto, root: str) -> None:
@@ -124,7 +158,7 @@ def test_clear_keeps_a_running_replayers_status(mosquitto: Mosquitto, root: str)
     asyncio.run(publish())
     result = run_cli("clear", "--broker", mosquitto.url, "--root", root, "--yes")
     assert result.code == 0
-    assert f"keep   {topics.status('r1')}" in result.stdout
+    assert f"keep         {topics.status('r1')}" in result.stdout
     assert "nothing to clear" in result.stdout
     assert [t.topic for t in _found(url, topics)] == [topics.status("r1")]
 
@@ -179,7 +213,9 @@ def test_clear_on_a_list_clears_the_nodes_that_answer_and_names_the_one_that_did
     down = f"mqtt://127.0.0.1:{free_port()}"
     result = run_cli("clear", "--broker", f"{mosquitto.url},{down}", "--root", root, "--yes")
     assert result.code == 1
-    assert f"clear  {topics.state(SEMI.match_id)}  (state: finished, ARG 2-1 ENG" in result.stdout
+    state_line = f"would clear  {topics.state(SEMI.match_id)}  (state: finished, ARG 2-1 ENG"
+    assert state_line in result.stdout
+    assert result.stdout.startswith(f"searching {url},{down} under {root}/ for retained")
     assert f"  on {url}\n" in result.stdout
     assert f"not searched: {down} (" in result.stdout
     assert "cleared 4 retained topic(s)" in result.stdout

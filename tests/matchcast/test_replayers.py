@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
+import json
 import os
 import signal
 import sys
+import threading
+import uuid
+from collections.abc import Callable, Sequence
 
 import pytest
 
+from consumers import Runner
 from events import Topics
 from matchcast.app import run_replay
 from matchcast.app.replayers import ReplayerBook, follow_replayers
+from matchcast.cli.common import replayer_hint
 from matchcast.contract.status import ReplayerStatus
+from matchcast.testbroker import Mosquitto
 from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
+from tests._cli import run_cli
 
 SEMI = resolve_matches(None)[0]
 T0 = dt.datetime(2026, 7, 15, 19, tzinfo=dt.UTC)
@@ -96,3 +105,63 @@ async def test_a_replay_that_ends_leaves_its_matches_offline_for_a_late_viewer(
         await got.wait()
         follower.cancel()
     assert seen == [(SEMI.match_id, "offline")]
+
+
+@pytest.mark.mosquitto
+@pytest.mark.parametrize("command", [["watch"], ["consume", "scoreboard"]])
+def test_a_watch_says_when_its_replayer_is_not_there_and_again_when_it_comes(
+    mosquitto: Mosquitto, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """``watch --replayer late-rep`` (or ``consume``) before that replayer runs: after the wait
+    (0 here, not REPLAYER_WAIT_S) one warning and one hint line name the id and how to list
+    the replayers; it goes on, says when the replayer turns up, and sees its match through."""
+    root = f"mctest-{uuid.uuid4().hex[:10]}"
+    topics, url = Topics(root), BrokerURL.parse(mosquitto.url)
+    module = f"matchcast.cli.{command[0]}"
+    monkeypatch.setattr(f"{module}.Runner", functools.partial(Runner, replayer_wait=0))
+    hinted = threading.Event()
+    real_hint = replayer_hint
+
+    def hint(where: BrokerURL | Sequence[BrokerURL], tree: Topics) -> Callable[[str, bool], None]:
+        say = real_hint(where, tree)
+
+        def said(replayer_id: str, found: bool) -> None:
+            say(replayer_id, found)
+            if not found:
+                hinted.set()
+
+        return said
+
+    monkeypatch.setattr(f"{module}.replayer_hint", hint)
+
+    def replay_once_hinted() -> None:
+        hinted.wait(timeout=30)  # on a timeout the replay still ends the watch; asserts fail
+        options = ReplayOptions(speed=None, topics=topics)
+        asyncio.run(run_replay([SEMI], url, options, replayer_id="late-rep"))
+
+    replayer = threading.Thread(target=replay_once_hinted)
+    replayer.start()
+    try:
+        result = run_cli(
+            *command, "--broker", mosquitto.url, "--root", root, "--match", SEMI.match_id,
+            "--replayer", "late-rep", "--exit-at-full-time", "--log-format", "json",
+        )  # fmt: skip
+    finally:
+        replayer.join(timeout=60)
+    assert result.code == 0, result.stderr
+    assert hinted.is_set()
+    waiting = (
+        f"waiting for replayer late-rep: no status of it on {url} under {root}/ yet; still "
+        "waiting (it may start later). `matchcast control status` (same --broker and --root) "
+        "lists the replayers online."
+    )
+    lines = result.stderr.splitlines()
+    logs = [json.loads(line) for line in lines if line.startswith("{")]
+    assert lines.count(waiting) == 1, result.stderr
+    assert lines.count("replayer late-rep is there now: its status arrived") == 1
+    assert lines.index(waiting) < lines.index("replayer late-rep is there now: its status arrived")
+    [missing] = [e for e in logs if e["event"] == "replayer.not_found"]
+    assert (missing["replayer_id"], missing["level"]) == ("late-rep", "warning")
+    assert [e["replayer_id"] for e in logs if e["event"] == "replayer.found"] == ["late-rep"]
+    if command == ["watch"]:
+        assert "ARG 2-1 ENG" in result.stdout
