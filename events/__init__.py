@@ -47,6 +47,7 @@ from events._errors import (
     MatchcastError,
     MatchFileError,
     PublishRefusedError,
+    SubscribeRefusedError,
     UnknownEventTypeError,
     UnsupportedVersionError,
 )
@@ -119,6 +120,7 @@ __all__ = [
     "RequestId",
     "SequenceCheck",
     "Speed",
+    "SubscribeRefusedError",
     "TopicKind",
     "TopicRole",
     "TopicSpec",

@@ -165,6 +165,22 @@ class ConnectionLostError(BrokerError):
     """A connection that worked went away: the broker restarted, or the network failed."""
 
 
+class SubscribeRefusedError(BrokerError):
+    """The broker refused a subscription: a SUBACK return code of 0x80 or more. An ACL says so
+    for good; NATS also refuses a QoS 1 subscription while JetStream cannot create its
+    consumer (a leader election, a busy young cluster), and a later try may be granted.
+
+    Attributes:
+        topic_filter: the refused filter.
+        codes: the SUBACK's return codes.
+    """
+
+    def __init__(self, url: str, topic_filter: str, codes: list[int]) -> None:
+        self.topic_filter = topic_filter
+        self.codes = codes
+        super().__init__(url, f"subscribe to {topic_filter!r} refused (code {codes})")
+
+
 class PublishRefusedError(BrokerError):
     """The broker refused a publish: an MQTT 5 PUBACK or PUBREC with a reason code of 0x80 or
     more (0x87 Not authorized: the ACL). MQTT 3.1.1 has no way to say so: a broker drops a

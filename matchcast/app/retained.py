@@ -29,7 +29,15 @@ from typing import Literal
 
 import structlog
 
-from events import BrokerError, DecodeError, Message, Topics, decode_state, decode_status
+from events import (
+    BrokerError,
+    DecodeError,
+    Message,
+    SubscribeRefusedError,
+    Topics,
+    decode_state,
+    decode_status,
+)
 from matchcast.transport.connection import BrokerURL, Protocol, describe
 from matchcast.transport.mqtt import MqttClient
 
@@ -44,6 +52,11 @@ QUIET_S = 0.5
 CLEAR_TRIES = 3
 #: Seconds a search for retained messages lasts at most.
 MAX_WAIT_S = 10.0
+#: Tries of a subscription the broker refuses, and the wait before the second (doubling): NATS
+#: refuses a QoS 1 SUBSCRIBE while JetStream cannot create its consumer (a young or electing
+#: cluster), and grants it moments later.
+SUBSCRIBE_TRIES = 4
+SUBSCRIBE_RETRY_S = 0.5
 
 RetainedKind = Literal["state", "status", "consumer_state"]
 
@@ -103,12 +116,36 @@ def _describe(topics: Topics, message: Message) -> RetainedTopic | None:
     return RetainedTopic(message.topic, kind, ident, f"{what}: {said}")
 
 
+async def _subscribe(client: MqttClient, topic_filter: str) -> None:
+    """Subscribe, asking again (up to :data:`SUBSCRIBE_TRIES` times) when refused.
+
+    Raises:
+        SubscribeRefusedError: refused every time (an ACL, or a node that stays unready).
+    """
+    for attempt in range(1, SUBSCRIBE_TRIES + 1):
+        try:
+            await client.subscribe(topic_filter, qos=1)
+        except SubscribeRefusedError as err:
+            if attempt == SUBSCRIBE_TRIES:
+                raise
+            _log.warning(
+                "retained.subscribe_retried",
+                broker=str(client.url),
+                topic_filter=topic_filter,
+                attempt=attempt,
+                reason=err.reason,
+            )
+            await asyncio.sleep(SUBSCRIBE_RETRY_S * 2 ** (attempt - 1))
+        else:
+            return
+
+
 async def _collect(
     client: MqttClient, filters: Sequence[str], topics: Topics, found: dict[str, RetainedTopic]
 ) -> None:
     """Subscribe to ``filters`` and take the retained messages until the broker goes quiet."""
     for topic_filter in filters:
-        await client.subscribe(topic_filter, qos=1)
+        await _subscribe(client, topic_filter)
     messages = client.messages()
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(MAX_WAIT_S):

@@ -46,7 +46,7 @@ from typing import Literal, NamedTuple, Self
 import mqtt5
 import structlog
 
-from events import BrokerError, ConnectionLostError, Message, MessageProps
+from events import BrokerError, ConnectionLostError, Message, MessageProps, SubscribeRefusedError
 from matchcast.transport import mqtt311
 from matchcast.transport.connection import BrokerURL, Protocol, WillSpec, connect_hint
 from matchcast.transport.failover import FAILOVER_CONNECT_TIMEOUT, Attempt, Attempts, fail_over
@@ -743,9 +743,7 @@ class FastClient:
             self._acks.pop(pid, None)
         if any(c >= 0x80 for c in codes):
             self._subscriptions.pop(topic_filter, None)
-            raise BrokerError(
-                str(self.url), f"subscribe to {topic_filter!r} refused (code {codes})"
-            )
+            raise SubscribeRefusedError(str(self.url), topic_filter, codes)
         self._active[topic_filter] = qos
 
     def _wake(self) -> None:

@@ -27,7 +27,14 @@ from aiomqtt.exceptions import MqttConnectError
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from events import BrokerError, ConnectionLostError, Message, MessageProps, PublishRefusedError
+from events import (
+    BrokerError,
+    ConnectionLostError,
+    Message,
+    MessageProps,
+    PublishRefusedError,
+    SubscribeRefusedError,
+)
 from matchcast.transport.connection import BrokerURL, Protocol, WillSpec, connect_hint, describe
 from matchcast.transport.failover import FAILOVER_CONNECT_TIMEOUT, Attempt, Attempts, fail_over
 
@@ -572,9 +579,7 @@ class MqttClient:
             ) from err
         codes = [r if isinstance(r, int) else int(r.value) for r in result]
         if any(c >= 0x80 for c in codes):
-            raise BrokerError(
-                str(self.url), f"subscribe to {topic_filter!r} refused (code {codes})"
-            )
+            raise SubscribeRefusedError(str(self.url), topic_filter, codes)
 
     async def messages(self) -> AsyncIterator[Message]:
         """Messages as they arrive; ends when the connection is closed by us.

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
+from structlog.testing import capture_logs
 
-from events import BrokerError, Topics
-from matchcast.app import run_replay
+from events import BrokerError, Message, SubscribeRefusedError, Topics
+from matchcast.app import retained, run_replay
 from matchcast.app.retained import RetainedTopic, find_retained
 from matchcast.cli.common import live_matches
 from matchcast.testbroker import Mosquitto
@@ -270,3 +272,35 @@ async def test_a_clearing_publish_whose_ack_timed_out_is_tried_again() -> None:
     with pytest.raises(BrokerError, match="connection lost"):
         await _clear_one(gone, "r/matches/m/state")  # type: ignore[arg-type]
     assert gone.published == 1  # a lost connection is not retried here
+
+
+async def test_a_scan_tries_again_a_subscription_the_broker_refused_at_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NATS refuses a QoS 1 SUBSCRIBE (0x80) while JetStream cannot create its consumer; seen
+    in CI on a young cluster, where `clear` then exited 1. The scan asks again."""
+    topics = Topics(root="t-refused")
+    state = topics.state("m1")
+
+    class Refusing:
+        url = "mqtt://node:1"
+        asked: list[str] = []  # noqa: RUF012
+
+        async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
+            self.asked.append(topic_filter)
+            if self.asked.count(topic_filter) == 1:
+                raise SubscribeRefusedError(self.url, topic_filter, [128])
+
+        async def messages(self) -> AsyncIterator[Message]:
+            yield Message(state, b"", 1, True)
+            await asyncio.sleep(3600)
+
+    monkeypatch.setattr(retained, "SUBSCRIBE_RETRY_S", 0.0)
+    client = Refusing()
+    found: dict[str, retained.RetainedTopic] = {}
+    with capture_logs() as logs:
+        await retained._collect(client, [topics.state()], topics, found)  # type: ignore[arg-type]
+    assert client.asked == [topics.state(), topics.state()]
+    assert [e["event"] for e in logs if e["event"] == "retained.subscribe_retried"] == [
+        "retained.subscribe_retried"
+    ]
