@@ -225,6 +225,8 @@ class _StatusTopic:
         #: Set on each change of the playback; :meth:`publish_changes` says it.
         self.dirty = asyncio.Event()
         self._props = MessageProps(content_type=CONTENT_TYPE)
+        #: The announcements on new connections still under way.
+        self._announcing: set[asyncio.Task[None]] = set()
 
     def will(self) -> WillSpec:
         """The last will: ``offline``, published by the broker if the connection dies."""
@@ -248,8 +250,24 @@ class _StatusTopic:
             self.service.reconnected.set()
 
     async def announce_again(self, client: MqttClient) -> None:
-        """:meth:`announce` after a failover, best effort: a node whose retained store is still
-        electing a leader (NATS JetStream) must not stop the replay. The events go on."""
+        """:meth:`announce` after a failover, in the background and best effort: a node whose
+        JetStream is still electing leaders (NATS) takes a QoS 1 subscription and a retained
+        publish only once it has them, 4-9 s after a leader died, while the events may flow
+        at once. The replay resumes as soon as it is connected; this follows beside it."""
+        # An earlier one still under way is left to end: on RabbitMQ its subscribe fails with
+        # the connection that node drops, and its failure gives the client a fresh client id.
+        task = asyncio.create_task(
+            self._announce_again(client), name=f"announce-{self.replayer_id}"
+        )
+        self._announcing.add(task)
+        task.add_done_callback(self._announcing.discard)
+
+    def stop_announcing(self) -> None:
+        """Cancel the announcements still under way (the replay is over)."""
+        for task in list(self._announcing):
+            task.cancel()
+
+    async def _announce_again(self, client: MqttClient) -> None:
         try:
             await self.announce(client)
         except BrokerError as err:
@@ -273,6 +291,7 @@ class _StatusTopic:
 
     async def say_offline(self, client: MqttClient) -> None:
         """Best effort: on a dead connection the will says offline instead."""
+        self.stop_announcing()
         try:
             await asyncio.wait_for(
                 client.publish(
