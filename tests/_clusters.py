@@ -30,7 +30,6 @@ import tempfile
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Self, TypeVar
@@ -384,7 +383,12 @@ class RabbitCluster(Cluster):
         }
 
     def start(self) -> RabbitCluster:
-        """Start every node at once (15-40 s each here); nodes 2..n join node 1 as they boot.
+        """Start the nodes one after another (15-40 s each here), each once the one before
+        serves MQTT; nodes 2..n join node 1 as they boot. Started at once, a node could ask to
+        join the MQTT client-id registry (a Ra cluster) while its leader was still being
+        elected: refused (``cluster_change_not_permitted`` in node 1's log), never asked
+        again, and the node then refused every connection (``client ID registration timed
+        out``), seen once in a benchmark's boot.
 
         Raises:
             RuntimeError: a node did not start or join; the message has the logs.
@@ -400,10 +404,10 @@ class RabbitCluster(Cluster):
             env = self._env(i, home, free_port(), free_port(), mqtt_port)
             node = Node(self._node_name(i), mqtt_port, [RABBITMQ_SERVER], env, home / "log")
             self.nodes.append(node)
-            node.spawn()
         try:
-            with ThreadPoolExecutor(self.size) as pool:
-                list(pool.map(lambda n: self._wait_ready(n, timeout=180), self.nodes))
+            for node in self.nodes:
+                node.spawn()
+                self._wait_ready(node, timeout=180)
             self.wait_routed()
         except (TimeoutError, RuntimeError, OSError) as err:
             logs = self.logs()
