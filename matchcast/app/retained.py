@@ -57,6 +57,10 @@ MAX_WAIT_S = 10.0
 #: cluster), and grants it moments later.
 SUBSCRIBE_TRIES = 4
 SUBSCRIBE_RETRY_S = 0.5
+#: Tries of a node that takes the connection and sends no CONNACK: NATS leaves a new client
+#: id's CONNECT unanswered now and then (3 of 36 in a young cluster here, for over 15 s), and
+#: answers the next CONNECT, under a client id of its own, at once.
+CONNECT_TRIES = 3
 
 RetainedKind = Literal["state", "status", "consumer_state"]
 
@@ -175,6 +179,32 @@ def _nodes(url: BrokerURL | Sequence[BrokerURL]) -> tuple[BrokerURL, ...]:
     return nodes
 
 
+async def _open(
+    stack: contextlib.AsyncExitStack,
+    where: BrokerURL | Sequence[BrokerURL],
+    protocol: Protocol,
+) -> MqttClient:
+    """A connection to ``where``, entered on ``stack``; a silent node (no CONNACK) is asked
+    again under a new client id, up to :data:`CONNECT_TRIES` times.
+
+    Raises:
+        BrokerError: refused, unreachable, or silent every time.
+    """
+    for attempt in range(1, CONNECT_TRIES + 1):
+        client_id = f"matchcast-clear-{uuid.uuid4().hex[:8]}"
+        try:
+            return await stack.enter_async_context(
+                MqttClient(where, client_id=client_id, protocol=protocol)
+            )
+        except BrokerError as err:
+            if "no CONNACK" not in err.reason or attempt == CONNECT_TRIES:
+                raise
+            _log.warning(
+                "retained.connect_retried", broker=err.url, attempt=attempt, reason=err.reason
+            )
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 async def _connect_each(
     stack: contextlib.AsyncExitStack,
     nodes: Sequence[BrokerURL],
@@ -191,11 +221,8 @@ async def _connect_each(
     """
     clients: dict[BrokerURL, MqttClient] = {}
     for node in nodes:
-        client_id = f"matchcast-clear-{uuid.uuid4().hex[:8]}"
         try:
-            client = await stack.enter_async_context(
-                MqttClient(node, client_id=client_id, protocol=protocol)
-            )
+            client = await _open(stack, node, protocol)
         except BrokerError as err:
             if len(nodes) == 1:
                 raise
@@ -319,8 +346,8 @@ async def clear_retained(
     cleared = 0  # ``protocol`` becomes 3.1.1 once a node speaks only that (see _connect_each)
     for node, doomed in by_node.items():
         where: BrokerURL | Sequence[BrokerURL] = url if node is None else node
-        client_id = f"matchcast-clear-{uuid.uuid4().hex[:8]}"
-        async with MqttClient(where, client_id=client_id, protocol=protocol) as client:
+        async with contextlib.AsyncExitStack() as stack:
+            client = await _open(stack, where, protocol)
             for item in doomed:
                 await _clear_one(client, item.topic)
             if client.protocol_version == "3.1.1":
