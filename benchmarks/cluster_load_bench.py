@@ -8,6 +8,7 @@ median of each engine, with NATS as a fraction of mosquitto:
 
     python benchmarks/cluster_load_bench.py --rounds 3
     python benchmarks/cluster_load_bench.py --rounds 3 --qos 0 --client aiomqtt
+    python benchmarks/cluster_load_bench.py --rounds 3 --no-states   # events only
 
 Each run is `matchcast load --broker LIST --matches K --subscribers 3 --publishers 3 --qos Q
 --speed max --client C --report FILE` (on NATS, LIST names the three nodes, so `load` puts one
@@ -39,6 +40,8 @@ def _load(broker: str, args: argparse.Namespace, report: Path) -> tuple[int, dic
     argv += ["--matches", str(args.matches), "--subscribers", "3", "--publishers", "3"]
     argv += ["--qos", str(args.qos), "--speed", "max", "--client", args.client]
     argv += ["--no-progress", "--report", str(report), "--root", f"clb{report.stem}"]
+    if not args.states:
+        argv.append("--no-states")
     done = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout, check=False)
     if not report.exists():
         raise SystemExit(f"load wrote no report (exit {done.returncode}):\n{done.stderr[-3000:]}")
@@ -63,6 +66,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--qos", type=int, choices=[0, 1], default=1)
     ap.add_argument("--client", choices=["fast", "aiomqtt"], default="fast")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per load run")
+    ap.add_argument(
+        "--states",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="publish each event's retained state too, as a replayer does (load's default)",
+    )
     args = ap.parse_args(argv)
     binary = mosquitto_binary()
     if binary is None:
@@ -86,7 +95,8 @@ def main(argv: list[str]) -> int:
         mosquitto.stop()
     print(
         f"\nmedians of {args.rounds} rounds, {args.matches} semi-finals at --speed max, QoS "
-        f"{args.qos}, 3 publishers, 3 probes, --client {args.client}:"
+        f"{args.qos}, 3 publishers, 3 probes, --client {args.client}"
+        f"{'' if args.states else ', --no-states'}:"
     )
     keys = list(next(iter(runs.values()))[0])
     print("| | " + " | ".join(keys) + " |")
