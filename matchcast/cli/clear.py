@@ -49,7 +49,7 @@ HELP = (
     "A running replayer's online status is kept. On brokers that send no retained messages to "
     "wildcard subscriptions (RabbitMQ 3.10), it clears only the topics it can name: the state "
     "of --match, the statuses of the --replayer ids, and the states of the matches that those "
-    "retained replayer statuses list.\n\n"
+    "retained replayer statuses list (the first 1,000 of each).\n\n"
     "Given a cluster's nodes (a --broker list), it searches and clears every node on its own, "
     "and says which node held what: RabbitMQ 3.10 keeps each node's retained messages on that "
     "node alone. A node that does not answer is named, the others are cleared, and it exits 1."
@@ -102,6 +102,11 @@ def clear(
     )
     for node, reason in scan.unreachable.items():
         typer.echo(f"not searched: {node} ({reason})")
+    for topic, (listed, read) in _too_long(scan.found).items():
+        typer.echo(
+            f"{topic} lists {listed} matches: only the first {read} were looked for "
+            "(a replay day is 64); clear the rest with --match"
+        )
     if not doomed:
         typer.echo(f"nothing to clear on {where}")
         _fail_if_unreachable(scan.unreachable)
@@ -128,6 +133,12 @@ def _by_topic(found: list[RetainedTopic]) -> dict[tuple[str, str, bool], list[st
     for item in found:
         grouped.setdefault((item.topic, item.summary, item.online), []).append(str(item.node))
     return grouped
+
+
+def _too_long(found: list[RetainedTopic]) -> dict[str, tuple[int, int]]:
+    """The statuses that list more matches than were looked for: how many they list, and how
+    many were looked for."""
+    return {t.topic: (t.listed, len(t.matches)) for t in found if t.listed > len(t.matches)}
 
 
 def _fail_if_unreachable(unreachable: dict[BrokerURL, str]) -> None:
