@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from consumers.printable import printable
 from events import DEFAULT_ROOT
 from matchcast.cli.common import CommandExit, fail, run, setup_logs
 from matchcast.cli.options import (
@@ -96,35 +97,39 @@ def clear(
     for (topic, summary, online), on in _by_topic(scan.found).items():
         mark = "keep " if online else "clear"
         where_found = f"  on {', '.join(on)}" if len(nodes) > 1 else ""
-        typer.echo(f"{mark}  {topic}  ({summary}){where_found}")
+        _say(f"{mark}  {topic}  ({summary}){where_found}")
     where = f"{describe(nodes)} under {topics.root}/" + (
         f" for match {match_id}" if match_id else ""
     )
     for node, reason in scan.unreachable.items():
-        typer.echo(f"not searched: {node} ({reason})")
+        _say(f"not searched: {node} ({reason})")
     for topic, (listed, read) in _too_long(scan.found).items():
-        typer.echo(
+        _say(
             f"{topic} lists {listed} matches: only the first {read} were looked for "
             "(a replay day is 64); clear the rest with --match"
         )
     if not doomed:
-        typer.echo(f"nothing to clear on {where}")
+        _say(f"nothing to clear on {where}")
         _fail_if_unreachable(scan.unreachable)
         return
     if kept:
-        typer.echo(
-            f"{len({t.topic for t in kept})} online replayer status(es) kept: their replayers run"
-        )
+        _say(f"{len({t.topic for t in kept})} online replayer status(es) kept: their replayers run")
     topics_doomed = len({t.topic for t in doomed})
     if not yes and not _interactive():
         fail("clear asks before it removes anything: pass --yes to clear without asking", 2)
     if not yes and not typer.confirm(f"Clear {topics_doomed} retained topic(s) on {where}?"):
-        typer.echo("nothing cleared")
+        _say("nothing cleared")
         raise CommandExit(1)
     cleared = run(lambda: clear_retained(url, doomed, protocol=checked_protocol))
     copies = f" ({cleared} copies, each on its node)" if cleared != topics_doomed else ""
-    typer.echo(f"cleared {topics_doomed} retained topic(s){copies} on {where}")
+    _say(f"cleared {topics_doomed} retained topic(s){copies} on {where}")
     _fail_if_unreachable(scan.unreachable)
+
+
+def _say(line: str) -> None:
+    """Print ``line``: topics, ids, summaries and reasons come from the broker, so through
+    :func:`printable` (a terminal control in them is shown, never obeyed)."""
+    typer.echo(printable(line))
 
 
 def _by_topic(found: list[RetainedTopic]) -> dict[tuple[str, str, bool], list[str]]:
