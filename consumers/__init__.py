@@ -5,6 +5,7 @@ Depends on :mod:`events`; never on :mod:`simulator`. See docs/subscribers.md.
 
 from consumers._deadletter import DeadLetter
 from consumers._errors import PluginError
+from consumers._latejoin import MAX_DISCOVERED_PER_STATUS
 from consumers._plugins import (
     ENTRY_POINT_GROUP,
     InstalledPlugin,
@@ -34,6 +35,7 @@ from consumers.ticker import Ticker
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "MAX_DISCOVERED_PER_STATUS",
     "MAX_MATCHES",
     "DeadLetter",
     "Handler",

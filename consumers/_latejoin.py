@@ -37,6 +37,7 @@ from consumers._sequencer import Sequencer
 from events import MatchcastError, Message, MessageSource, Topics, decode_status
 
 __all__ = [
+    "MAX_DISCOVERED_PER_STATUS",
     "REPLAYER_WAIT_S",
     "ReplayerWatch",
     "StatusDiscovery",
@@ -97,8 +98,9 @@ async def subscribe_exact(source: MessageSource, state_topics: Iterable[str], qo
             _log.debug("state.exact_subscribed", topic=topic)
 
 
-#: Exact state topics one status may make a consumer subscribe to: a replay day is 64 matches;
-#: a forged status listing 100,000 would otherwise cost as many SUBSCRIBEs.
+#: Match ids read of one replayer status: a replay day is 64 matches; a forged status listing
+#: 100,000 would otherwise cost as many SUBSCRIBEs here, as many entries in the views'
+#: replayer books (``watch``, ``web``) and as many lookups in ``clear``. The rest are ignored.
 MAX_DISCOVERED_PER_STATUS = 1000
 
 

@@ -488,6 +488,10 @@ class Runner:
         """Ask :meth:`run` to stop reading; the handlers in flight and queued still finish."""
         self._stopping.set()
 
+    async def wait_stopping(self) -> None:
+        """Return once :meth:`stop` was called."""
+        await self._stopping.wait()
+
     async def join(self) -> None:
         """Wait until every lane has handled everything queued so far."""
         while busy := [lane for lane in self._lanes.values() if lane.pending]:

@@ -4,7 +4,9 @@ A name on the wire is whatever a publisher put there: ``"\\x1b[2J"`` would clear
 everyone running ``matchcast watch``, a right-to-left override (U+202E) would turn the rest of
 a line around, a newline would forge a ticker line of its own. Every piece of wire text goes
 through :func:`printable` before it reaches a terminal: the consumers' printing edges (ticker,
-scoreboard, stats report, the terminal view) call it, and nothing else prints wire text.
+scoreboard, stats report, the terminal view) call it, so do the log renderer, what ``clear``
+and ``control`` print (topics, replayer ids, replies, reasons) and every ``error:`` line
+(``matchcast.cli.common.fail``), and nothing else prints wire text.
 """
 
 from __future__ import annotations

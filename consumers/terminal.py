@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from consumers._runner import MAX_MATCHES
 from consumers._subscriber import Subscriber
 from consumers.printable import printable
 from consumers.scoreboard import Scoreboard, commentary
@@ -37,8 +38,9 @@ class TerminalView:
         #: The stretch of play each match's possession shares cover (``55'-86'``), from its
         #: possession event: for a state without ``possession_since``/``until`` (before 1.2).
         self._possession_span: dict[str, str] = {}
-        #: Matches whose replayer is offline (stopped, or died: its last will said so).
-        self._offline: set[str] = set()
+        #: Matches whose replayer is offline (stopped, or died: its last will said so), least
+        #: recently said first; at most MAX_MATCHES (a status may name matches never shown).
+        self._offline: dict[str, None] = {}
         self.subscriber = Subscriber("terminal")
         self.subscriber.on()(self._on_event)
         self.subscriber.on_state(self._on_state)
@@ -64,7 +66,7 @@ class TerminalView:
 
     def _on_event(self, event: Event, state: MatchState) -> None:
         self.board.states[state.match_id] = state
-        self._offline.discard(state.match_id)  # events again: a replayer runs it
+        self._offline.pop(state.match_id, None)  # events again: a replayer runs it
         if isinstance(event, Possession):
             end = event.clock.label
             span = f"{event.since.label}-{end}" if event.since else f"to {end}"
@@ -88,10 +90,11 @@ class TerminalView:
     def replayer_status(self, match_id: str, status: str) -> None:
         """The replayer of ``match_id`` is ``online`` or ``offline`` (its status topic)."""
         was = match_id in self._offline
+        self._offline.pop(match_id, None)  # said again: the last to forget
         if status == "offline":
-            self._offline.add(match_id)
-        else:
-            self._offline.discard(match_id)
+            self._offline[match_id] = None
+            if len(self._offline) > MAX_MATCHES:
+                del self._offline[next(iter(self._offline))]
         state = self.board.states.get(match_id)
         if was != (status == "offline") and state is not None and state.status in _RUNNING:
             line = f"{'':<7}REPLAYER {status.upper()}  {match_id}"

@@ -34,6 +34,7 @@ from matchcast.testing import Mosquitto
 from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
 from simulator import resolve_matches
+from tests._cli import run_cli
 
 TEMPLATE = MatchTemplate.build(resolve_matches("semifinal")[0])
 N = len(TEMPLATE)
@@ -338,3 +339,47 @@ def test_a_damaged_report_is_a_merge_error_not_a_crash(how: str) -> None:
     finally:
         tracemalloc.stop()
     assert peak < 100 * 1024 * 1024
+
+
+STREAM = "wc2026-sf-arg-eng-fo-00000"
+NODE = "mqtt://127.0.0.1:43783"
+
+
+def _set(report: dict[str, Any], path: tuple[str | int, ...], value: object) -> None:
+    *parents, last = path
+    into: Any = report
+    for key in parents:
+        into = into[key]
+    into[last] = value
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        (("sender", "events_published"), -5, "sender.events_published"),
+        (("per_second", 0, "delivered"), float("nan"), "per_second[0].delivered"),
+        (("streams", "probe-0-0", STREAM, 0), -1, f"streams.probe-0-0.{STREAM}[0]"),
+        (("delivery", "consumers", 0, "members"), 1.5, "delivery.consumers[0].members"),
+        (("connections", "probes", "connected"), float("inf"), "connections.probes.connected"),
+        (("expected_last_seq", STREAM), -106, f"expected_last_seq.{STREAM}"),
+        (("nodes", NODE, "received"), True, f'nodes["{NODE}"].received'),
+        (("latency_ms", "p50"), float("-inf"), "latency_ms.p50"),
+    ],
+)
+def test_a_count_that_is_no_count_is_a_merge_error_naming_the_file_and_field(
+    tmp_path: Path, path: tuple[str | int, ...], value: object, field: str
+) -> None:
+    """Negative, NaN, infinite or fractional counts (and any figure that is not finite) in a
+    shard report are refused, as damage is: one error naming the file and the field, exit 2."""
+    report, other = _fixtures(3)
+    _set(report, path, value)
+    damaged, good = tmp_path / "damaged.json", tmp_path / "good.json"
+    damaged.write_text(json.dumps(report))
+    good.write_text(json.dumps(other))
+    with pytest.raises(MergeError) as info:
+        merge_reports([report, other])
+    assert field in str(info.value)
+    result = run_cli("load", "merge", str(good), str(damaged))
+    assert result.code == 2, result.stdout
+    error = " ".join(result.stderr.split())
+    assert f"cannot merge: {damaged}: {field} is " in error

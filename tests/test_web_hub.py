@@ -7,6 +7,7 @@ import json
 from structlog.testing import capture_logs
 
 import matchcast.web
+from consumers import MAX_MATCHES
 from events import Event, MatchState, apply
 from matchcast.web import Client, Frame, Hub
 from simulator import expand, resolve_matches
@@ -202,6 +203,29 @@ async def test_unknown_match_is_forgotten_when_its_last_browser_leaves() -> None
     hub.disconnect(client)
     assert hub.state("made-up") is None
     assert "made-up" not in hub._channels
+
+
+async def test_a_replayer_status_naming_unknown_matches_makes_no_channel() -> None:
+    """A status listing match ids the hub has no state for costs no channel each: the hub
+    remembers a bounded number of those statuses, and applies one when its match appears."""
+    hub = Hub()
+    hub.replayer_status(SEMI.match_id, "offline")
+    for i in range(MAX_MATCHES + 10):
+        hub.replayer_status(f"made-up-{i}", "offline")
+    assert hub._channels == {}
+    assert len(hub._early_replayers) == MAX_MATCHES
+    assert SEMI.match_id not in hub._early_replayers  # the oldest named is forgotten first
+    hub.replayer_status(SEMI.match_id, "offline")
+    hub.adopt(STATES[7])  # its retained state, after its replayer's retained status
+    client = hub.connect(SEMI.match_id)
+    assert _kinds(client.backlog) == [("matches", None), ("state", 8), ("replayer", None)]
+    assert b'"status": "offline"' in client.backlog[-1].data
+    hub.disconnect(client)
+    browser = hub.connect("made-up-20")  # a browser of a match without state, then gone
+    assert _kinds(browser.backlog)[-1] == ("replayer", None)
+    hub.disconnect(browser)
+    assert "made-up-20" not in hub._channels
+    assert hub._early_replayers["made-up-20"] == "offline"  # still known for its state
 
 
 async def test_a_new_run_is_not_resumed_among_the_old_runs_frames() -> None:

@@ -3,17 +3,24 @@
 A replayer's status is ``online`` while it runs and ``offline`` after, from its last will when
 it died (``kill -9``, a lost connection) without a word. ``watch`` and the page subscribe here
 beside their runner, and show a match whose replayer is offline as such.
+
+Anyone who may publish a status can list any match ids in it, so the book reads the first
+:data:`consumers.MAX_DISCOVERED_PER_STATUS` of a status, and keeps at most
+:data:`consumers.MAX_MATCHES` matches (as many as a runner tracks), forgetting the least
+recently named first.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Literal
 
 import structlog
 
+from consumers import MAX_DISCOVERED_PER_STATUS, MAX_MATCHES
 from events import BrokerError, DecodeError, ReplayerStatus, Topics, decode_status
 from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
@@ -32,21 +39,47 @@ class ReplayerBook:
     match over does not mark the match offline. A replayer's own messages replace each other
     in the order they arrive (its will is older than its ``online``, yet comes after)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = MAX_MATCHES) -> None:
+        self.limit = limit
+        # Least recently named first: the first forgotten past ``limit``.
         self._latest: dict[str, tuple[dt.datetime, str, Status]] = {}
+        self._forgot = False
+
+    def __len__(self) -> int:
+        """How many matches the book keeps (at most ``limit``)."""
+        return len(self._latest)
 
     def update(self, status: ReplayerStatus) -> list[tuple[str, Status]]:
         """Take ``status``; the matches whose status it changes, with the new status."""
+        if len(status.matches) > MAX_DISCOVERED_PER_STATUS:
+            _log.warning(
+                "replayer_status.matches_limited",
+                replayer_id=status.replayer_id,
+                listed=len(status.matches),
+                limit=MAX_DISCOVERED_PER_STATUS,
+            )
         changed: list[tuple[str, Status]] = []
-        for match_id in status.matches:
-            known = self._latest.get(match_id)
+        for match_id in status.matches[:MAX_DISCOVERED_PER_STATUS]:
+            known = self._latest.pop(match_id, None)  # named again: the last to forget
             if known is not None and known[1] != status.replayer_id and known[0] > status.at:
+                self._latest[match_id] = known
                 continue  # an older replayer's
             at = max(status.at, known[0]) if known is not None else status.at
             self._latest[match_id] = (at, status.replayer_id, status.status)
             if known is None or known[2] != status.status:
                 changed.append((match_id, status.status))
+        self._forget_oldest()
         return changed
+
+    def _forget_oldest(self) -> None:
+        excess = len(self._latest) - self.limit
+        if excess <= 0:
+            return
+        for match_id in list(itertools.islice(self._latest, excess)):
+            del self._latest[match_id]
+        if not self._forgot:  # once: a flood of statuses must not flood the log too
+            self._forgot = True
+            _log.warning("replayer_status.forgotten", forgotten=excess, limit=self.limit)
 
 
 async def follow_replayers(

@@ -8,7 +8,8 @@ removes them (an empty retained payload deletes a retained message).
 Some brokers send no retained messages to a wildcard subscription (RabbitMQ 3.10). There,
 the topics found are those that can be named: the state of ``match_id``, the statuses of the
 replayers named (``replay --replayer-id``), and the states of the matches that the retained
-replayer statuses list.
+replayer statuses list: the first :data:`consumers.MAX_DISCOVERED_PER_STATUS` of each, for a
+status can list any number (:attr:`RetainedTopic.listed` says how many it did).
 
 Given the nodes of a cluster, every node is searched and cleared, each on its own connection:
 RabbitMQ 3.10 keeps each node's retained messages on that node alone (NATS replicates them,
@@ -29,6 +30,7 @@ from typing import Literal
 
 import structlog
 
+from consumers import MAX_DISCOVERED_PER_STATUS
 from events import (
     BrokerError,
     DecodeError,
@@ -75,7 +77,8 @@ class RetainedTopic:
     match_id: str | None
     summary: str
     online: bool = False  # a replayer status saying online: its replayer runs
-    matches: tuple[str, ...] = ()  # a replayer status: the matches it replays
+    matches: tuple[str, ...] = ()  # a replayer status: the matches it replays (the first ...)
+    listed: int = 0  # a replayer status: how many matches it lists (more than ``matches``?)
     node: BrokerURL | None = None  # the node it was found on (each node keeps its own copy)
 
 
@@ -103,13 +106,21 @@ def _describe(topics: Topics, message: Message) -> RetainedTopic | None:
         except DecodeError:
             return RetainedTopic(message.topic, kind, None, "replayer status (unreadable)")
         matches = ", ".join(status.matches[:5]) + (" ..." if len(status.matches) > 5 else "")
+        if len(status.matches) > MAX_DISCOVERED_PER_STATUS:
+            _log.warning(
+                "retained.status_limited",
+                topic=message.topic,
+                listed=len(status.matches),
+                limit=MAX_DISCOVERED_PER_STATUS,
+            )
         return RetainedTopic(
             message.topic,
             kind,
             None,
             f"replayer {status.replayer_id} {status.status}: {matches}",
             online=status.status == "online",
-            matches=tuple(status.matches),
+            matches=tuple(status.matches[:MAX_DISCOVERED_PER_STATUS]),
+            listed=len(status.matches),
         )
     try:
         state = decode_state(message.payload, topic=message.topic)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING
 
 import structlog
@@ -22,6 +24,14 @@ _log = structlog.get_logger("matchcast.app")
 
 #: Failed subscriptions in a row after a failover before a consumer gives up.
 _RESUBSCRIBE_TRIES = 5
+#: A connection lost before it delivered a message and within this many seconds of being made
+#: died at once (a broker that sends a malformed packet right after CONNACK): the next
+#: reconnect waits first, from the initial wait doubling per such loss in a row up to the cap.
+#: Without the wait the consumer would reconnect as fast as the broker answers. A connection
+#: that delivered or lasted resets the wait: a broker restarted every second is rejoined at once.
+_STABLE_S = 10.0
+_BACKOFF_INITIAL_S = 0.1
+_BACKOFF_CAP_S = 5.0
 
 
 async def run_watch(
@@ -100,26 +110,67 @@ async def run_watch(
     return runner.states
 
 
+async def _pause(runner: Runner, seconds: float) -> None:
+    """Wait ``seconds``, or until the runner is stopped."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await runner.wait_stopping()
+
+
+async def _unless_stopped(runner: Runner, step: Awaitable[None]) -> None:
+    """Await ``step``; cancel it if the runner is stopped first (a reconnect can take up to
+    ``max_outage``: a stop must not wait for it)."""
+    task = asyncio.ensure_future(step)
+    stop = asyncio.ensure_future(runner.wait_stopping())
+    try:
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for pending in (task, stop):
+            pending.cancel()
+        await asyncio.gather(task, stop, return_exceptions=True)
+    if not task.cancelled():
+        task.result()  # its error, if it failed
+
+
 async def _run_through_failovers(
     runner: Runner, connection: MqttClient | FastClient, qos: int
 ) -> None:
-    """Run ``runner`` on ``connection``, replacing it when lost, until the runner ends."""
+    """Run ``runner`` on ``connection``, replacing it when lost, until the runner ends or is
+    stopped. A connection that keeps dying at once is replaced with a growing wait."""
     failed_resubscribes = 0
+    quick_losses = 0  # connections in a row that died at once (see _STABLE_S)
     lost = False
+    loop = asyncio.get_running_loop()
     while True:
         reconnects = connection.reconnects
+        received = runner.stats.received
+        up_since: float | None = None
         try:
             if lost:
+                if runner.stopping:  # a stop while the connection was being lost
+                    break
+                if quick_losses:
+                    wait = min(_BACKOFF_CAP_S, _BACKOFF_INITIAL_S * 2 ** (quick_losses - 1))
+                    _log.warning("consumer.reconnect_delayed", wait_s=wait, losses=quick_losses)
+                    await _pause(runner, wait)
+                    if runner.stopping:
+                        break
                 # Inside the try: the fast client re-subscribes within reconnect(), so a
                 # node that refuses the subscription raises here, not in the runner.
-                await connection.reconnect()
+                await _unless_stopped(runner, connection.reconnect())
+                if runner.stopping:
+                    break
                 lost = False
+            up_since = loop.time()
             await runner.run(connection, qos=qos)
             break
         except ConnectionLostError as err:
             # The lanes and states live on; a persistent session gets what was queued,
             # a clean one re-subscribes and resynchronises from the retained snapshot.
             _log.warning("consumer.connection_lost", reason=err.reason)
+            lasted = 0.0 if up_since is None else loop.time() - up_since
+            died_at_once = runner.stats.received == received and lasted < _STABLE_S
+            quick_losses = quick_losses + 1 if died_at_once else 0
             failed_resubscribes = 0
             lost = True
         except BrokerError as err:

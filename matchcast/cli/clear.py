@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from consumers.printable import printable
 from events import DEFAULT_ROOT
 from matchcast.cli.common import CommandExit, fail, run, setup_logs
 from matchcast.cli.options import (
@@ -49,7 +50,7 @@ HELP = (
     "A running replayer's online status is kept. On brokers that send no retained messages to "
     "wildcard subscriptions (RabbitMQ 3.10), it clears only the topics it can name: the state "
     "of --match, the statuses of the --replayer ids, and the states of the matches that those "
-    "retained replayer statuses list.\n\n"
+    "retained replayer statuses list (the first 1,000 of each).\n\n"
     "Given a cluster's nodes (a --broker list), it searches and clears every node on its own, "
     "and says which node held what: RabbitMQ 3.10 keeps each node's retained messages on that "
     "node alone. A node that does not answer is named, the others are cleared, and it exits 1."
@@ -91,7 +92,7 @@ def clear(
     # Clearing the wrong broker is destructive: say which one first (passwords masked),
     # and when it is only the default.
     default = "" if given else " (the default broker: no --broker or $MATCHCAST_BROKER)"
-    typer.echo(f"searching {where} for retained topics{default}")
+    _say(f"searching {where} for retained topics{default}")
     scan = run(
         lambda: scan_retained(
             url, topics, match_id=match_id, replayers=named, protocol=checked_protocol
@@ -103,27 +104,36 @@ def clear(
         # Listed before anything is cleared (and before the question): what it would do.
         mark = "keep" if online else "would clear"
         where_found = f"  on {', '.join(on)}" if len(nodes) > 1 else ""
-        typer.echo(f"{mark:<11}  {topic}  ({summary}){where_found}")
+        _say(f"{mark:<11}  {topic}  ({summary}){where_found}")
     for node, reason in scan.unreachable.items():
-        typer.echo(f"not searched: {node} ({reason})")
+        _say(f"not searched: {node} ({reason})")
+    for topic, (listed, read) in _too_long(scan.found).items():
+        _say(
+            f"{topic} lists {listed} matches: only the first {read} were looked for "
+            "(a replay day is 64); clear the rest with --match"
+        )
     if not doomed:
-        typer.echo(f"nothing to clear on {where}")
+        _say(f"nothing to clear on {where}")
         _fail_if_unreachable(scan.unreachable)
         return
     if kept:
-        typer.echo(
-            f"{len({t.topic for t in kept})} online replayer status(es) kept: their replayers run"
-        )
+        _say(f"{len({t.topic for t in kept})} online replayer status(es) kept: their replayers run")
     topics_doomed = len({t.topic for t in doomed})
     if not yes and not _interactive():
         fail("clear asks before it removes anything: pass --yes to clear without asking", 2)
     if not yes and not typer.confirm(f"Clear {topics_doomed} retained topic(s) on {where}?"):
-        typer.echo("nothing cleared")
+        _say("nothing cleared")
         raise CommandExit(1)
     cleared = run(lambda: clear_retained(url, doomed, protocol=checked_protocol))
     copies = f" ({cleared} copies, each on its node)" if cleared != topics_doomed else ""
-    typer.echo(f"cleared {topics_doomed} retained topic(s){copies} on {where}")
+    _say(f"cleared {topics_doomed} retained topic(s){copies} on {where}")
     _fail_if_unreachable(scan.unreachable)
+
+
+def _say(line: str) -> None:
+    """Print ``line``: topics, ids, summaries and reasons come from the broker, so through
+    :func:`printable` (a terminal control in them is shown, never obeyed)."""
+    typer.echo(printable(line))
 
 
 def _by_topic(found: list[RetainedTopic]) -> dict[tuple[str, str, bool], list[str]]:
@@ -132,6 +142,12 @@ def _by_topic(found: list[RetainedTopic]) -> dict[tuple[str, str, bool], list[st
     for item in found:
         grouped.setdefault((item.topic, item.summary, item.online), []).append(str(item.node))
     return grouped
+
+
+def _too_long(found: list[RetainedTopic]) -> dict[str, tuple[int, int]]:
+    """The statuses that list more matches than were looked for: how many they list, and how
+    many were looked for."""
+    return {t.topic: (t.listed, len(t.matches)) for t in found if t.listed > len(t.matches)}
 
 
 def _fail_if_unreachable(unreachable: dict[BrokerURL, str]) -> None:

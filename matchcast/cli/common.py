@@ -20,6 +20,7 @@ import structlog
 from rich.console import Console
 from rich.markup import escape
 
+from consumers.printable import printable
 from events import MatchcastError, MatchFileError, Topics
 from matchcast.logs import LogFormat, configure_logging
 from matchcast.redact import redact
@@ -58,8 +59,11 @@ class CommandExit(Exception):  # noqa: N818 - control flow, not an error
 def fail(message: str, code: int = 1) -> NoReturn:
     """Say ``error: message`` on standard error and end the command with ``code``."""
     # Escaped: messages quote input ("matches[12]", "[/x]") that Rich would read as markup;
-    # redacted: no secret in an error message.
-    stderr.print(f"[bold red]error:[/] {escape(redact(message))}", markup=True, soft_wrap=True)
+    # redacted: no secret in an error message; printable: they quote what a broker sent (a
+    # replayer's id or error, a reason), whose terminal controls are shown, never obeyed.
+    # Line by line, for a message of several lines (a match file's problems) keeps them.
+    shown = "\n".join(printable(line) for line in redact(message).split("\n"))
+    stderr.print(f"[bold red]error:[/] {escape(shown)}", markup=True, soft_wrap=True)
     raise CommandExit(code)
 
 

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from consumers.printable import printable
 from events import DEFAULT_ROOT, ControlReply
 from matchcast.app.control import ControlError, format_reply, send_command
 from matchcast.cli.common import fail, run, setup_logs
@@ -97,8 +98,8 @@ def control(
 
     result = run(go)
     if isinstance(result, ControlError):
-        fail(str(result), result.code)
-    typer.echo(format_reply(result))
+        fail(str(result), result.code)  # fail() shows controls in it (ids, the error) escaped
+    typer.echo(printable(format_reply(result)))  # the reply is whatever its sender wrote
 
 
 def register(app: typer.Typer) -> None:

@@ -4,13 +4,19 @@ Nothing is averaged: latency histograms are merged from their HDR encodings, per
 accounting is rebuilt from each shard's seen-bitmaps (so an event two shards' members both
 received is a duplicate, and an event no shard received is loss), and the per-second series
 are aligned on wall-clock seconds.
+
+A report is read as a shard wrote it, or refused: every figure must be finite (a NaN or an
+infinity is no measurement), and every count (:data:`COUNTS`) a whole number, 0 or more.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import re
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +40,123 @@ class MergeError(ValueError):
     """The reports cannot be merged; the message says which and why."""
 
 
+#: The counts of a shard report, each a whole number, 0 or more (or null: unknown). A ``*``
+#: stands for every key of an object or every item of a list; ``[i]`` for item ``i``.
+COUNTS: tuple[str, ...] = (
+    "parameters.matches",
+    "parameters.subscribers",
+    *(
+        f"sender.{key}"
+        for key in (
+            "events_published",
+            "states_published",
+            "publish_failures",
+            "matches_started",
+            "matches_completed",
+            "overruns",
+        )
+    ),
+    "sender.failure_reasons.*",
+    "delivery.consumers.*.members",
+    "delivery.consumers.*.malformed",
+    *(f"{kind}.*.*[{i}]" for kind in ("streams", "injected_streams") for i in range(5)),
+    "expected_last_seq.*",
+    *(f"per_second.*.{key}" for key in ("t", "offered", "sent", "delivered")),
+    *(
+        f"connections.*.{key}"
+        for key in ("connected", "connect_failures", "disconnects", "reconnects")
+    ),
+    "verification.matches",
+    *(f"verification.consumers.*.{key}" for key in ("matches", "right", "wrong", "missing")),
+    "nodes.*.connections.*",
+    *(
+        f"nodes.*.{key}"
+        for key in (
+            "events_published",
+            "events_acknowledged",
+            "publish_failures",
+            "received",
+            "unique",
+            "duplicates",
+            "reordered",
+            "lost",
+        )
+    ),
+    "chaos.faults.*",
+    "chaos.sent.*",
+)
+_STEP = re.compile(r"\.?([^.\[]+)|\[(\d+)\]")
+
+
+def _steps(pattern: str) -> list[str | int]:
+    return [int(i) if i else key for key, i in _STEP.findall(pattern)]
+
+
+_COUNT_STEPS = [_steps(p) for p in COUNTS]
+
+
+def _name(path: Sequence[str | int]) -> str:
+    """``per_second[0].delivered``; a key that is no plain word is quoted: ``nodes["mqtt://h:1"]``."""
+    out = ""
+    for step in path:
+        if isinstance(step, int):
+            out += f"[{step}]"
+        elif re.fullmatch(r"[\w-]+", step):
+            out += f".{step}" if out else step
+        else:
+            out += f"[{json.dumps(step)}]"
+    return out
+
+
+def _children(value: Any) -> list[tuple[str | int, Any]]:
+    if isinstance(value, dict):
+        return list(value.items())
+    return list(enumerate(value)) if isinstance(value, list) else []
+
+
+def _found(
+    value: Any, steps: Sequence[str | int], path: list[str | int]
+) -> Iterator[tuple[list[str | int], Any]]:
+    """``(path, value)`` of each value at ``steps`` under ``value``; absent ones are skipped."""
+    if not steps:
+        yield path, value
+        return
+    step, rest = steps[0], steps[1:]
+    for key, item in _children(value):
+        if step in ("*", key):
+            yield from _found(item, rest, [*path, key])
+
+
+def _numbers(value: Any, path: list[str | int]) -> Iterator[tuple[list[str | int], float]]:
+    """Every float under ``value``, with its path (ints are always finite)."""
+    if isinstance(value, float):
+        yield path, value
+    for key, item in _children(value):
+        yield from _numbers(item, [*path, key])
+
+
+def _figure_problem(report: dict[str, Any]) -> str | None:
+    """What is wrong with the figures of ``report``, naming the field; None when nothing is."""
+    for path, number in _numbers(report, []):
+        if not math.isfinite(number):
+            return f"{_name(path)} is {number}: a figure must be a finite number"
+    for steps in _COUNT_STEPS:
+        for path, value in _found(report, steps, []):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                return f"{_name(path)} is {value!r}: a count is a whole number, 0 or more"
+    return None
+
+
 def read_reports(paths: Sequence[Path]) -> list[dict[str, Any]]:
     """The load reports in ``paths``, each read within the bounds of every input file: a
     regular file of at most 256 MiB, JSON nested at most 200 deep (see :mod:`simulator`).
 
     Raises:
-        MergeError: a file cannot be read or is not a JSON object; the message names it.
+        MergeError: a file cannot be read, is not a JSON object, or holds a figure that is not
+            finite or a count that is not a whole number, 0 or more; the message names the
+            file and the field.
     """
     reports = []
     for path in paths:
@@ -52,6 +169,8 @@ def read_reports(paths: Sequence[Path]) -> list[dict[str, Any]]:
                 f"{path}: expected a matchcast load report (a JSON object), "
                 f"got {type(data).__name__}"
             )
+        if (problem := _figure_problem(data)) is not None:
+            raise MergeError(f"{path}: {problem}")
         reports.append(data)
     return reports
 
@@ -150,6 +269,8 @@ def merge_reports(reports: list[dict[str, Any]]) -> dict[str, Any]:
             raise MergeError(
                 f"report {i + 1} has no per-stream data: run each shard with --shard i/n"
             )
+        if (problem := _figure_problem(r)) is not None:
+            raise MergeError(f"report {i + 1}: {problem}")
     try:
         return _merge(reports)
     except MergeError:

@@ -19,7 +19,10 @@ Every frame is a server-sent event encoded once and shared by all browsers of th
   A browser is sent changes, never the whole list again, so what it receives per new match
   does not grow with the number of matches.
 - ``event: replayer`` (no id): ``{"match_id": ..., "status": "online" | "offline"}``, whether the
-  match's replayer runs (offline: it stopped, or died and its last will said so).
+  match's replayer runs (offline: it stopped, or died and its last will said so). A status
+  naming a match the hub has no channel for is remembered (at most
+  :data:`consumers.MAX_MATCHES` of them, the least recently named forgotten first) until the
+  match appears: a status alone never makes a channel.
 
 ``view`` is what the page shows of the state that is not a field of it (the clock display, the
 status label, the goals' labels, the ticker a joining page starts with) and ``ticker`` the
@@ -38,6 +41,7 @@ from typing import Literal
 
 import structlog
 
+from consumers import MAX_MATCHES
 from events import Event, MatchState, encode_event, encode_state
 from matchcast.web._view import STATUS_LABELS, page_view
 
@@ -184,6 +188,8 @@ class Hub:
         self._channels: dict[str, _Channel] = {}
         self._lobby: set[Client] = set()  # browsers that follow no match yet
         self._summaries: dict[str, MatchSummary] = {}
+        #: Replayer statuses of matches without a channel yet, least recently named first.
+        self._early_replayers: dict[str, Literal["online", "offline"]] = {}
         self._matches_frame: Frame | None = None  # the whole list, encoded on demand
 
     def now(self) -> float:
@@ -239,8 +245,12 @@ class Hub:
         self._note(state)
 
     def replayer_status(self, match_id: str, status: Literal["online", "offline"]) -> None:
-        """The replayer of ``match_id`` says ``status``: tell the match's browsers."""
-        channel = self._channel(match_id)
+        """The replayer of ``match_id`` says ``status``: tell the match's browsers (a match
+        the hub has no channel for yet is told when it appears)."""
+        channel = self._channels.get(match_id)
+        if channel is None:
+            self._remember_replayer(match_id, status)
+            return
         if channel.replayer != status:
             channel.replayer = status
             self._fan_out(channel.clients, self._replayer_frame(match_id, status))
@@ -290,6 +300,8 @@ class Hub:
         channel = self._channels.get(client.match_id or "")
         if channel is not None and channel.state is None and not channel.clients:
             del self._channels[channel.match_id]
+            if channel.replayer is not None:
+                self._remember_replayer(channel.match_id, channel.replayer)
 
     def sent(self, frame: Frame, now: float) -> None:
         """Record that ``frame`` reached a browser's socket at loop time ``now``."""
@@ -301,9 +313,16 @@ class Hub:
     def _channel(self, match_id: str) -> _Channel:
         channel = self._channels.get(match_id)
         if channel is None:
-            channel = _Channel(match_id, deque(maxlen=self.history))
+            replayer = self._early_replayers.pop(match_id, None)
+            channel = _Channel(match_id, deque(maxlen=self.history), replayer=replayer)
             self._channels[match_id] = channel
         return channel
+
+    def _remember_replayer(self, match_id: str, status: Literal["online", "offline"]) -> None:
+        self._early_replayers.pop(match_id, None)  # named again: the last to forget
+        self._early_replayers[match_id] = status
+        if len(self._early_replayers) > MAX_MATCHES:
+            del self._early_replayers[next(iter(self._early_replayers))]
 
     def _catch_up(self, channel: _Channel, last_event_id: int | None) -> list[Frame]:
         state = channel.state

@@ -7,6 +7,7 @@ import io
 
 from rich.console import Console
 
+from consumers import MAX_MATCHES
 from consumers.terminal import TerminalView
 from events import MatchClock, Possession, ReplayStopped, replay_state
 from matchcast.testing import Harness, match_events
@@ -106,3 +107,17 @@ async def test_a_match_whose_replayer_went_offline_says_so_until_events_come_aga
         await h.send(*events[9:])
         view.replayer_status(events[0].match_id, "offline")
     assert "replayer offline" not in _screen(view)  # finished: nothing is missing
+
+
+async def test_replayer_statuses_of_matches_not_shown_are_bounded() -> None:
+    """Statuses naming ever new match ids keep a bounded set; one that came before its match's
+    state still marks the match offline when the state comes."""
+    view = _view()
+    events = match_events()
+    view.replayer_status(events[0].match_id, "offline")
+    for i in range(MAX_MATCHES + 10):
+        view.replayer_status(f"made-up-{i}", "offline")
+    view.replayer_status(events[0].match_id, "offline")
+    assert len(view._offline) == MAX_MATCHES
+    view._on_state(replay_state(events[0].match_id, events[:8]))
+    assert "replayer offline: no more events coming" in _screen(view)

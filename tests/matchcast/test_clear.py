@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 from structlog.testing import capture_logs
 
+from consumers import MAX_DISCOVERED_PER_STATUS
 from events import BrokerError, Message, SubscribeRefusedError, Topics
 from matchcast.app import retained, run_replay
-from matchcast.app.retained import RetainedTopic, find_retained
+from matchcast.app.retained import RetainedTopic, find_retained, scan_retained
 from matchcast.cli.common import live_matches
 from matchcast.testbroker import Mosquitto
 from matchcast.transport.broker import free_port
@@ -244,6 +246,56 @@ def test_a_newer_replayers_status_is_read_not_called_unreadable(
     (found,) = _found(url, topics)
     assert found.summary == "replayer r-new offline: m-new"
     assert found.matches == ("m-new",)
+
+
+class _CountingSubscribes(MqttClient):
+    """A client that counts the exact state topics it subscribes to, over every instance."""
+
+    state_topics: list[str] = []  # noqa: RUF012 - shared on purpose: one list per test
+
+    async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
+        if "+" not in topic_filter and topic_filter.endswith("/state"):
+            self.state_topics.append(topic_filter)
+        await super().subscribe(topic_filter, qos=qos)
+
+
+def test_a_status_listing_many_matches_is_looked_up_only_as_far_as_the_limit(
+    mosquitto: Mosquitto, root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forged offline status listing more match ids than the per-status limit: clear asks
+    for no more of their states than the limit, and says so in one line and a log event."""
+    url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
+    listed = MAX_DISCOVERED_PER_STATUS + 500
+    status = {
+        "status": "offline",
+        "replayer_id": "r-many",
+        "matches": [f"m{i}" for i in range(listed)],
+        "at": "2026-07-15T19:00:00Z",
+    }
+
+    async def leave() -> None:
+        async with MqttClient(url) as client:
+            await client.publish(
+                topics.status("r-many"), json.dumps(status).encode(), qos=1, retain=True
+            )
+
+    asyncio.run(leave())
+    monkeypatch.setattr(_CountingSubscribes, "state_topics", [])
+    monkeypatch.setattr("matchcast.app.retained.MqttClient", _CountingSubscribes)
+    with capture_logs() as logs:
+        (found,) = asyncio.run(scan_retained(url, topics)).found
+    assert len(_CountingSubscribes.state_topics) == MAX_DISCOVERED_PER_STATUS
+    assert (found.listed, len(found.matches)) == (listed, MAX_DISCOVERED_PER_STATUS)
+    [said] = [e for e in logs if e["event"] == "retained.status_limited"]
+    assert (said["listed"], said["limit"]) == (listed, MAX_DISCOVERED_PER_STATUS)
+    result = run_cli("clear", "--broker", mosquitto.url, "--root", root, "--yes")
+    assert result.code == 0, result.stderr
+    assert result.stdout.count(f"lists {listed} matches") == 1
+    assert (
+        f"{topics.status('r-many')} lists {listed} matches: only the first "
+        f"{MAX_DISCOVERED_PER_STATUS} were looked for" in result.stdout
+    )
+    assert "cleared 1 retained topic(s)" in result.stdout
 
 
 class _SlowAcks:

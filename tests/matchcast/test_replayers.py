@@ -14,8 +14,10 @@ import uuid
 from collections.abc import Callable, Sequence
 
 import pytest
+from structlog.testing import capture_logs
 
-from consumers import Runner
+from consumers import MAX_MATCHES, Runner
+from consumers._latejoin import MAX_DISCOVERED_PER_STATUS
 from events import Topics
 from matchcast.app import run_replay
 from matchcast.app.replayers import ReplayerBook, follow_replayers
@@ -47,6 +49,30 @@ def test_the_latest_replayer_of_a_match_decides_its_status() -> None:
         ("m1", "offline")
     ]
     assert book.update(_status("b", "offline", later, "m1")) == []
+
+
+def test_a_status_listing_many_matches_keeps_the_book_bounded() -> None:
+    """A hostile status listing 90,000 ids is read as far as the per-status limit; statuses of
+    ever new ids make the book forget the least recently named, said once."""
+    book = ReplayerBook()
+    many = [f"m{i}" for i in range(90_000)]
+    with capture_logs() as logs:
+        changed = book.update(_status("x", "offline", T0, *many))
+    assert changed == [(m, "offline") for m in many[:MAX_DISCOVERED_PER_STATUS]]
+    assert [e["listed"] for e in logs if e["event"] == "replayer_status.matches_limited"] == [
+        90_000
+    ]
+    statuses = [
+        _status(f"r{r}", "offline", T0, *(f"r{r}-{i}" for i in range(MAX_DISCOVERED_PER_STATUS)))
+        for r in range(MAX_MATCHES // MAX_DISCOVERED_PER_STATUS + 5)
+    ]
+    with capture_logs() as logs:
+        for status in statuses:
+            book.update(status)
+    assert len(book) == MAX_MATCHES
+    assert [e["limit"] for e in logs if e["event"] == "replayer_status.forgotten"] == [MAX_MATCHES]
+    assert book.update(statuses[-1]) == []  # the latest named are still known
+    assert book.update(_status("x", "offline", T0, "m0")) == [("m0", "offline")]  # forgotten
 
 
 @pytest.mark.mosquitto
