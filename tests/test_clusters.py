@@ -23,7 +23,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from consumers import Runner, Subscriber
-from events import MatchState, Topics, decode_event, decode_state
+from events import BrokerError, MatchState, Topics, decode_event, decode_state
 from matchcast.app import run_replay, run_watch
 from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
@@ -179,6 +179,24 @@ def _listed(stdout: str, mark: str) -> dict[str, set[str]]:
     return listed
 
 
+async def _replay_under_one_id(url: BrokerURL, match: Match, topics: Topics, rid: str) -> None:
+    """Replay ``match`` on ``url`` alone as replayer ``rid``, asking again when the node sends
+    no CONNACK. NATS 2.9 leaves a CONNECT unanswered for 10 s and more when its client id left
+    another node a moment before (the replayer's client id comes from ``rid``; the node's log
+    says ``unable to delete session ... record``): 2 CI runs of 3 failed this test's second
+    replay on it. It is this setup's, not what the test checks (docs/cluster.md's limits)."""
+    for attempt in range(1, 4):
+        try:
+            await run_replay(
+                [match], url, ReplayOptions(speed=None, topics=topics), replayer_id=rid
+            )
+        except BrokerError as err:
+            if "no CONNACK" not in err.reason or attempt == 3:
+                raise
+        else:
+            return
+
+
 async def test_clear_empties_every_nodes_retained_topics(cluster: Cluster, topics: Topics) -> None:
     """Replays under one --replayer-id, each on another node, leave states and a status on
     each; `matchcast clear --replayer ID --broker LIST --yes` lists what it found on which
@@ -191,7 +209,7 @@ async def test_clear_empties_every_nodes_retained_topics(cluster: Cluster, topic
     ][: len(urls)]
     rid, running = f"{topics.root}-r", f"{topics.root}-running"
     for url, match in zip(urls, matches, strict=True):
-        await run_replay([match], url, ReplayOptions(speed=None, topics=topics), replayer_id=rid)
+        await _replay_under_one_id(url, match, topics, rid)
     online = json.dumps(
         {
             "status": "online",

@@ -278,3 +278,28 @@ async def test_a_stalled_node_costs_a_failover_only_the_short_wait(
     assert failed[0]["broker"] == str(urls[1])
     assert "within 0.3s" in failed[0]["reason"]
     assert "within 30s" not in failed[0]["reason"]
+
+
+@pytest.mark.parametrize("persistent", [False, True], ids=["clean", "persistent"])
+async def test_a_clean_session_fails_over_under_a_client_id_of_its_own(
+    two_mosquittos: tuple[Mosquitto, Mosquitto], client_kind: str, persistent: bool
+) -> None:
+    """NATS 2.9 leaves a CONNECT unanswered for 20 s and more when its client id was a client
+    of the node that died (3 failovers of 4 by hand), and answers a new id at once. A clean
+    session has nothing to resume under its old id; a persistent one keeps it."""
+    a, b = two_mosquittos
+    urls = [BrokerURL.parse(a.url), BrokerURL.parse(b.url)]
+    options = {"clean_start": False, "session_expiry": 60} if persistent else {}
+    async with mqtt_client(client_kind, urls, client_id="mctest-fixed", **options) as client:
+        a.kill()
+        with pytest.raises(BrokerError):
+            async with asyncio.timeout(10):
+                await client.wait_lost()
+        async with asyncio.timeout(10):
+            await client.reconnect()
+        assert client.url == urls[1]
+        if persistent:
+            assert client.client_id == "mctest-fixed"
+        else:
+            assert client.client_id.startswith("mctest-fixed-")
+        await client.publish("mctest/renamed", b"x", qos=1)

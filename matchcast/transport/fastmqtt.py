@@ -49,7 +49,13 @@ import structlog
 from events import BrokerError, ConnectionLostError, Message, MessageProps, SubscribeRefusedError
 from matchcast.transport import mqtt311
 from matchcast.transport.connection import BrokerURL, Protocol, WillSpec, connect_hint
-from matchcast.transport.failover import FAILOVER_CONNECT_TIMEOUT, Attempt, Attempts, fail_over
+from matchcast.transport.failover import (
+    FAILOVER_CONNECT_TIMEOUT,
+    Attempt,
+    Attempts,
+    fail_over,
+    failover_client_id,
+)
 
 __all__ = ["FastClient"]
 
@@ -184,6 +190,9 @@ class FastClient:
         #: The broker of the current (or last) connection.
         self.url = self.urls[0]
         self.client_id = client_id or f"matchcast-{uuid.uuid4().hex[:12]}"
+        #: The id given: a clean session failed over to another node goes on under it plus a
+        #: suffix (:func:`matchcast.transport.failover.failover_client_id`).
+        self._base_id = self.client_id
         self.keepalive = keepalive
         self.protocol = protocol
         self.will = will
@@ -583,7 +592,11 @@ class FastClient:
                 return  # another task replaced the connection while this one waited
             self._drop()
 
+            lost = self._attempts.current
+
             async def connect(attempt: Attempt) -> None:
+                if self.clean_start and attempt.index != lost:
+                    self.client_id = failover_client_id(self._base_id)
                 await self._connect(attempt.url, attempt.timeout)
 
             def give_up_reason(err: BrokerError) -> str:

@@ -36,7 +36,13 @@ from events import (
     SubscribeRefusedError,
 )
 from matchcast.transport.connection import BrokerURL, Protocol, WillSpec, connect_hint, describe
-from matchcast.transport.failover import FAILOVER_CONNECT_TIMEOUT, Attempt, Attempts, fail_over
+from matchcast.transport.failover import (
+    FAILOVER_CONNECT_TIMEOUT,
+    Attempt,
+    Attempts,
+    fail_over,
+    failover_client_id,
+)
 
 __all__ = ["V5_CONNACK_TIMEOUT", "MqttClient"]
 
@@ -212,6 +218,9 @@ class MqttClient:
         self._reconnect_lock = asyncio.Lock()
         self._generation = 0
         self.client_id = client_id or f"matchcast-{uuid.uuid4().hex[:12]}"
+        #: The id given: a clean session failed over to another node goes on under it plus a
+        #: suffix (:func:`matchcast.transport.failover.failover_client_id`).
+        self._base_id = self.client_id
         self._protocol = protocol
         self._will = will
         self._clean_start = clean_start
@@ -460,8 +469,12 @@ class MqttClient:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(old.__aexit__(None, None, None), timeout=1)
 
+        lost = self.attempts.current
+
         async def connect(attempt: Attempt) -> None:
             self._attempt_timeout = attempt.timeout
+            if self._clean_start and attempt.index != lost:
+                self.client_id = failover_client_id(self._base_id)
             try:
                 await self._connect_to(attempt.index)
             finally:
