@@ -18,7 +18,7 @@ from events import BrokerError
 from matchcast.app import mqtt_client
 from matchcast.load._nodes import NodeAssigner
 from matchcast.testbroker import Mosquitto, free_port, mosquitto_binary
-from matchcast.transport import mqtt
+from matchcast.transport import mqtt, mqtt311
 from matchcast.transport.connection import BrokerURL, WillSpec, broker_url_from
 from matchcast.transport.fastmqtt import FastClient
 from matchcast.transport.mqtt import MqttClient
@@ -303,3 +303,101 @@ async def test_a_clean_session_fails_over_under_a_client_id_of_its_own(
         else:
             assert client.client_id.startswith("mctest-fixed-")
         await client.publish("mctest/renamed", b"x", qos=1)
+
+
+class QoS1Refuser:
+    """Forwards MQTT 3.1.1 to a broker, but answers a QoS 1 SUBSCRIBE itself with SUBACK 0x80
+    while ``refusing`` (NATS while JetStream has no leader); QoS 0 ones go through."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.refusing = True
+        self.subscribes: list[tuple[str, int, bool]] = []  # filter, QoS, refused
+        self.port = 0
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> QoS1Refuser:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+
+        async def upstream() -> None:
+            with contextlib.suppress(OSError):
+                while data := await up_r.read(65536):
+                    writer.write(data)
+                    await writer.drain()
+
+        task = asyncio.create_task(upstream())
+        buf = b""
+        try:
+            while data := await reader.read(65536):
+                buf += data
+                while (found := mqtt311.frame(buf)) is not None:
+                    first, start, end = found
+                    packet, buf = buf[:end], buf[end:]
+                    if first == 0x82:  # SUBSCRIBE: id, then (filter, QoS) pairs
+                        pid = int.from_bytes(packet[start : start + 2], "big")
+                        size = int.from_bytes(packet[start + 2 : start + 4], "big")
+                        flt = packet[start + 4 : start + 4 + size].decode()
+                        qos = packet[start + 4 + size]
+                        refused = self.refusing and qos > 0
+                        self.subscribes.append((flt, qos, refused))
+                        if refused:
+                            writer.write(mqtt311.SubAck(pid, (0x80,)).encode())
+                            continue
+                    up_w.write(packet)
+        except OSError:
+            pass
+        finally:
+            task.cancel()
+            up_w.close()
+            writer.close()
+
+
+async def test_a_qos1_subscription_refused_after_a_failover_goes_on_at_qos0_until_granted(
+    two_mosquittos: tuple[Mosquitto, Mosquitto],
+) -> None:
+    """The fast client (`consume`'s) takes a refused QoS 1 re-subscription at QoS 0 at once and
+    asks for QoS 1 again beside the traffic. It used to raise out of reconnect(): the consumer
+    then failed over again, and on NATS waited for the next node's own 4 s refusal."""
+    a, b = two_mosquittos
+    async with QoS1Refuser(b.port) as refuser:
+        urls = [BrokerURL.parse(a.url), BrokerURL("127.0.0.1", refuser.port)]
+        async with FastClient(urls, protocol="3.1.1") as client:
+            await client.subscribe("mctest/up/#", qos=1)
+            a.kill()
+            with pytest.raises(BrokerError):
+                async with asyncio.timeout(10):
+                    await client.wait_lost()
+            with capture_logs() as logs:
+                async with asyncio.timeout(10):
+                    await client.reconnect()
+                assert client.url == urls[1]
+                assert refuser.subscribes == [("mctest/up/#", 1, True), ("mctest/up/#", 0, False)]
+                await client.subscribe("mctest/up/#", qos=1)  # the runner's: already under way
+                async with FastClient(BrokerURL.parse(b.url)) as publisher:
+                    await publisher.publish("mctest/up/a", b"at-0", qos=1)
+                    messages = aiter(client.messages())
+                    async with asyncio.timeout(10):
+                        first = await anext(messages)
+                    assert (first.payload, first.qos) == (b"at-0", 0)
+                    refuser.refusing = False
+                    async with asyncio.timeout(20):
+                        while not any(e["event"] == "broker.subscription_restored" for e in logs):
+                            await asyncio.sleep(0.05)
+                    await publisher.publish("mctest/up/a", b"at-1", qos=1)
+                    async with asyncio.timeout(10):
+                        second = await anext(messages)
+                    assert (second.payload, second.qos) == (b"at-1", 1)
+    assert [e["event"] for e in logs if e["event"].startswith("broker.subscription_")] == [
+        "broker.subscription_degraded",
+        "broker.subscription_restored",
+    ]
+    assert refuser.subscribes[-1] == ("mctest/up/#", 1, False)

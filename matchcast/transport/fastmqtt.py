@@ -64,6 +64,9 @@ _log = structlog.get_logger("matchcast.fastmqtt")
 _QOS = (mqtt5.QoS.AT_MOST_ONCE, mqtt5.QoS.AT_LEAST_ONCE, mqtt5.QoS.EXACTLY_ONCE)
 #: Messages :meth:`FastClient.messages` yields before it lets the event loop run other work.
 _YIELD_EVERY = 256
+#: A subscription restored at QoS 0 asks for its own QoS again after this, doubling to the max.
+UPGRADE_RETRY_S = 0.5
+UPGRADE_RETRY_MAX_S = 5.0
 #: Write at once when this many packets are gathered, rather than at the end of the iteration.
 _FLUSH_PACKETS = 2048
 #: Keepalive periods without a byte from the broker after which the connection counts as lost.
@@ -224,6 +227,7 @@ class FastClient:
         #: Topic filter -> QoS of every subscription, restored after a reconnect.
         self._subscriptions: dict[str, int] = {}
         self._inbound_qos2: set[int] = set()
+        self._upgrades: set[asyncio.Task[None]] = set()
         self._inbox: collections.deque[Message] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
         self._batch_handler: BatchHandler | None = None
@@ -250,6 +254,8 @@ class FastClient:
         self._acks: dict[int, asyncio.Future[None]] = {}
         self._subacks: dict[int, asyncio.Future[list[int]]] = {}
         self._active: dict[str, int] = {}
+        #: Filters restored at QoS 0 while their own QoS is asked for again (:meth:`_restore`).
+        self._wanted: dict[str, int] = {}
         self._quota = 0
         self._queued: collections.deque[tuple[_Outgoing, asyncio.Future[None]]] = (
             collections.deque()
@@ -472,6 +478,8 @@ class FastClient:
         tb: TracebackType | None,
     ) -> None:
         self._leaving = True
+        for task in list(self._upgrades):
+            task.cancel()
         transport = self._transport
         self._closed = True
         if transport is not None and not transport.is_closing():
@@ -617,13 +625,64 @@ class FastClient:
                 await self.on_reconnect(self)
 
     async def _restore(self) -> None:
-        """Subscribe again to what the broker forgot (everything, unless it kept a session)."""
+        """Subscribe again to what the broker forgot (everything, unless it kept a session).
+
+        A QoS 1 or 2 subscription the new node refuses is taken at QoS 0 at once and asked for
+        again at its own QoS beside the traffic (:meth:`_upgrade`): NATS refuses a QoS 1
+        SUBSCRIBE after 4 s while JetStream has no leader (4-9 s after the node that led it
+        died), yet delivers at QoS 0 at once. A clean session has no queue to lose meanwhile;
+        what QoS 1 adds on one connection (the broker's redelivery) is back once granted.
+        """
         if self.session_present and not self.clean_start:
             self._active = dict(self._subscriptions)
             return
         self._inbound_qos2.clear()
         for topic_filter, qos in list(self._subscriptions.items()):
-            await self.subscribe(topic_filter, qos=qos)
+            try:
+                await self.subscribe(topic_filter, qos=qos)
+            except SubscribeRefusedError as err:
+                if qos == 0:
+                    raise
+                _log.warning(
+                    "broker.subscription_degraded",
+                    broker=str(self.url),
+                    topic_filter=topic_filter,
+                    qos=qos,
+                    reason=err.reason,
+                )
+                await self.subscribe(topic_filter, qos=0)
+                self._subscriptions[topic_filter] = qos  # what to restore next time
+                self._wanted[topic_filter] = qos
+                task = asyncio.create_task(self._upgrade(topic_filter, qos, self._generation))
+                self._upgrades.add(task)
+                task.add_done_callback(self._upgrades.discard)
+
+    async def _upgrade(self, topic_filter: str, qos: int, generation: int) -> None:
+        """Ask for ``topic_filter`` at ``qos`` again, with backoff, until granted or the
+        connection is replaced (its reconnect restores the subscription afresh)."""
+        wait = UPGRADE_RETRY_S
+        tries = 1
+        while self._generation == generation and not self._closed:
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, UPGRADE_RETRY_MAX_S)
+            tries += 1
+            try:
+                await self._send_subscribe(topic_filter, qos)
+            except SubscribeRefusedError:
+                continue
+            except BrokerError:
+                return  # the connection is gone: the next reconnect restores it
+            if self._generation == generation:
+                self._wanted.pop(topic_filter, None)
+                self._active[topic_filter] = qos
+                _log.info(
+                    "broker.subscription_restored",
+                    broker=str(self.url),
+                    topic_filter=topic_filter,
+                    qos=qos,
+                    tries=tries,
+                )
+            return
 
     # ------------------------------------------------------------ writing
 
@@ -738,8 +797,25 @@ class FastClient:
         if self._closed:
             raise self._error or BrokerError(str(self.url), "not connected")
         self._subscriptions[topic_filter] = qos
-        if self._active.get(topic_filter) == qos:
-            return
+        if self._active.get(topic_filter) == qos or self._wanted.get(topic_filter) == qos:
+            return  # restored, or restored at QoS 0 while this QoS is asked for again
+        self._wanted.pop(topic_filter, None)
+        try:
+            await self._send_subscribe(topic_filter, qos)
+        except SubscribeRefusedError:
+            self._subscriptions.pop(topic_filter, None)
+            raise
+        self._active[topic_filter] = qos
+
+    async def _send_subscribe(self, topic_filter: str, qos: int) -> None:
+        """One SUBSCRIBE and its SUBACK.
+
+        Raises:
+            SubscribeRefusedError: the broker refused it.
+            BrokerError: the connection is gone.
+        """
+        if self._closed:
+            raise self._error or BrokerError(str(self.url), "not connected")
         assert self._loop is not None
         pid = self._packet_id()
         fut: asyncio.Future[list[int]] = self._loop.create_future()
@@ -755,9 +831,7 @@ class FastClient:
         finally:
             self._acks.pop(pid, None)
         if any(c >= 0x80 for c in codes):
-            self._subscriptions.pop(topic_filter, None)
             raise SubscribeRefusedError(str(self.url), topic_filter, codes)
-        self._active[topic_filter] = qos
 
     def _wake(self) -> None:
         waiter, self._waiter = self._waiter, None
