@@ -84,19 +84,28 @@ async def _retained_state(url: BrokerURL, topics: Topics) -> MatchState:
     """The retained state one node holds for the semi-final (an exact-topic subscription).
 
     Asked afresh a few times: right after losing a node, NATS serves retained messages only
-    once its JetStream has a leader again, and a subscription made before that gets nothing.
+    once its JetStream has a leader again, and a subscription made before that gets nothing;
+    a CONNECT made then may get no CONNACK for 10 s (seen in CI), and is made again.
     """
     for _ in range(4):
-        async with aiomqtt.Client(url.host, url.port, protocol=aiomqtt.ProtocolVersion.V311) as c:
-            await c.subscribe(topics.state(SEMI.match_id), qos=1)
+        client = aiomqtt.Client(url.host, url.port, protocol=aiomqtt.ProtocolVersion.V311)
+        try:
+            await client.__aenter__()
+        except aiomqtt.MqttError:
+            continue  # no CONNACK while JetStream elects: ask again, under a new client id
+        try:
+            await client.subscribe(topics.state(SEMI.match_id), qos=1)
             try:
                 async with asyncio.timeout(15):
-                    message = await anext(aiter(c.messages))
+                    message = await anext(aiter(client.messages))
             except TimeoutError:
                 continue
             assert isinstance(message.payload, bytes)
             return decode_state(message.payload)
-    raise AssertionError(f"{url} holds no retained state (asked 4 times over 60 s)")
+        finally:
+            with contextlib.suppress(aiomqtt.MqttError):
+                await client.__aexit__(None, None, None)
+    raise AssertionError(f"{url} holds no retained state (asked 4 times)")
 
 
 #: NATS 2.9.10 now and then counts a QoS 1 delivery done without writing it to the MQTT client
