@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import structlog
 from pydantic import ValidationError
 
+from consumers import MAX_DISCOVERED_PER_STATUS
 from events import (
     CONTENT_TYPE,
     BrokerError,
@@ -40,6 +41,7 @@ from matchcast.transport.mqtt import MqttClient
 
 __all__ = [
     "ACTIONS",
+    "MAX_REPLAYERS_FOUND",
     "ControlError",
     "find_replayers",
     "format_reply",
@@ -53,6 +55,9 @@ _log = structlog.get_logger("matchcast.control")
 STATUS_QUIET_S = 0.3
 #: The longest the search for online replayers takes, however many statuses keep coming.
 STATUS_SEARCH_S = 8.0
+#: Online replayers a search keeps: anyone who may publish on the status topics could leave
+#: thousands, each listing many matches (each kept with the first MAX_DISCOVERED_PER_STATUS).
+MAX_REPLAYERS_FOUND = 1000
 
 
 #: What ``matchcast control`` and the page can ask, from the command model.
@@ -84,6 +89,7 @@ async def find_replayers(
     if named is not None:
         await client.subscribe(topics.status(named), qos=1)
     found: dict[str, ReplayerStatus] = {}
+    skipped = 0
     loop = asyncio.get_running_loop()
     # A deadline for the whole search: whoever keeps publishing on a status topic cannot keep
     # the command waiting; and only a retained message (the broker's answer to the
@@ -108,10 +114,17 @@ async def find_replayers(
         if status.replayer_id != parsed[1]:  # a status for another's topic: not believed
             _log.debug("status.misplaced", topic=message.topic, replayer_id=status.replayer_id)
             continue
-        if status.status == "online":
-            found[status.replayer_id] = status
-        else:
+        if status.status != "online":
             found.pop(status.replayer_id, None)
+        elif status.replayer_id not in found and len(found) >= MAX_REPLAYERS_FOUND:
+            skipped += 1
+        else:
+            if len(status.matches) > MAX_DISCOVERED_PER_STATUS:
+                kept = status.matches[:MAX_DISCOVERED_PER_STATUS]
+                status = status.model_copy(update={"matches": kept})
+            found[status.replayer_id] = status
+    if skipped:
+        _log.warning("status.too_many", kept=len(found), skipped=skipped)
     return found
 
 

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from consumers import Runner, Subscriber
 from events import Event, Goal, MatchState, Message, Topics, decode_event, decode_state
@@ -421,3 +422,30 @@ async def test_a_flood_on_the_status_topics_does_not_hold_control_for_ever(
     finally:
         flooding.cancel()
     assert set(found) == {"r1"}
+
+
+async def test_many_forged_statuses_cost_control_bounded_memory() -> None:
+    """Anyone who may publish on the status topics can leave thousands of 'online' statuses,
+    each listing many matches; control keeps at most MAX_REPLAYERS_FOUND of them, each with
+    at most MAX_DISCOVERED_PER_STATUS match ids, and says it skipped the rest."""
+    from matchcast.app import control
+
+    topics = Topics("r")
+    inbox: asyncio.Queue[Message] = asyncio.Queue()
+    many = [f"m{i}" for i in range(control.MAX_DISCOVERED_PER_STATUS + 50)]
+    for i in range(control.MAX_REPLAYERS_FOUND + 5):
+        payload = json.dumps(
+            {
+                "status": "online",
+                "replayer_id": f"r{i}",
+                "matches": many,
+                "at": "2026-07-15T19:00:00Z",
+            }
+        ).encode()
+        inbox.put_nowait(Message(topics.status(f"r{i}"), payload, retain=True))
+    with capture_logs() as logs:
+        found = await find_replayers(_Subscribes(), topics, inbox)  # type: ignore[arg-type]
+    assert len(found) == control.MAX_REPLAYERS_FOUND
+    assert {len(s.matches) for s in found.values()} == {control.MAX_DISCOVERED_PER_STATUS}
+    [skipped] = [e for e in logs if e["event"] == "status.too_many"]
+    assert skipped["skipped"] == 5
