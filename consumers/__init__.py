@@ -5,7 +5,7 @@ Depends on :mod:`events`; never on :mod:`simulator`. See docs/subscribers.md.
 
 from consumers._deadletter import DeadLetter
 from consumers._errors import PluginError
-from consumers._latejoin import MAX_DISCOVERED_PER_STATUS
+from consumers._latejoin import MAX_DISCOVERED_PER_STATUS, listed_matches
 from consumers._plugins import (
     ENTRY_POINT_GROUP,
     InstalledPlugin,
@@ -56,6 +56,7 @@ __all__ = [
     "as_subscriber",
     "commentary",
     "installed_plugins",
+    "listed_matches",
     "load_plugin",
     "on",
     "on_start",

@@ -34,7 +34,14 @@ from typing import Protocol
 import structlog
 
 from consumers._sequencer import Sequencer
-from events import MatchcastError, Message, MessageSource, Topics, decode_status
+from events import (
+    MatchcastError,
+    Message,
+    MessageSource,
+    ReplayerStatus,
+    Topics,
+    decode_status,
+)
 
 __all__ = [
     "MAX_DISCOVERED_PER_STATUS",
@@ -43,6 +50,7 @@ __all__ = [
     "StatusDiscovery",
     "exact_state_topics",
     "expect_snapshots",
+    "listed_matches",
     "subscribe_exact",
     "subscribe_exact_states",
 ]
@@ -104,6 +112,15 @@ async def subscribe_exact(source: MessageSource, state_topics: Iterable[str], qo
 MAX_DISCOVERED_PER_STATUS = 1000
 
 
+def listed_matches(status: ReplayerStatus, event: str, **context: object) -> list[str]:
+    """The match ids of ``status`` a reader takes: the first :data:`MAX_DISCOVERED_PER_STATUS`.
+    A status that lists more is logged as ``event`` (each reader's own name), with
+    ``context``, how many it listed and the limit."""
+    if len(status.matches) > MAX_DISCOVERED_PER_STATUS:
+        _log.warning(event, **context, listed=len(status.matches), limit=MAX_DISCOVERED_PER_STATUS)
+    return list(status.matches[:MAX_DISCOVERED_PER_STATUS])
+
+
 class StatusDiscovery:
     """The exact state topics named by replayer statuses, subscribed once per connection.
 
@@ -137,14 +154,8 @@ class StatusDiscovery:
         if self.match_filter != "+":
             return []
         fresh: list[str] = []
-        if len(status.matches) > MAX_DISCOVERED_PER_STATUS:
-            _log.warning(
-                "state.discovery_limited",
-                replayer_id=status.replayer_id,
-                listed=len(status.matches),
-                limit=MAX_DISCOVERED_PER_STATUS,
-            )
-        for match_id in status.matches[:MAX_DISCOVERED_PER_STATUS]:
+        listed = listed_matches(status, "state.discovery_limited", replayer_id=status.replayer_id)
+        for match_id in listed:
             if match_id in known or match_id in self._asked:
                 continue
             if len(self._asked) >= self.limit:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import structlog
 from pydantic import ValidationError
 
-from consumers import MAX_DISCOVERED_PER_STATUS
+from consumers import listed_matches
 from events import (
     CONTENT_TYPE,
     BrokerError,
@@ -119,8 +119,8 @@ async def find_replayers(
         elif status.replayer_id not in found and len(found) >= MAX_REPLAYERS_FOUND:
             skipped += 1
         else:
-            if len(status.matches) > MAX_DISCOVERED_PER_STATUS:
-                kept = status.matches[:MAX_DISCOVERED_PER_STATUS]
+            kept = listed_matches(status, "status.matches_limited", replayer_id=parsed[1])
+            if len(kept) < len(status.matches):
                 status = status.model_copy(update={"matches": kept})
             found[status.replayer_id] = status
     if skipped:

@@ -20,7 +20,7 @@ from typing import Literal
 
 import structlog
 
-from consumers import MAX_DISCOVERED_PER_STATUS, MAX_MATCHES
+from consumers import MAX_MATCHES, listed_matches
 from events import BrokerError, DecodeError, ReplayerStatus, Topics, decode_status
 from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
@@ -51,15 +51,11 @@ class ReplayerBook:
 
     def update(self, status: ReplayerStatus) -> list[tuple[str, Status]]:
         """Take ``status``; the matches whose status it changes, with the new status."""
-        if len(status.matches) > MAX_DISCOVERED_PER_STATUS:
-            _log.warning(
-                "replayer_status.matches_limited",
-                replayer_id=status.replayer_id,
-                listed=len(status.matches),
-                limit=MAX_DISCOVERED_PER_STATUS,
-            )
+        listed = listed_matches(
+            status, "replayer_status.matches_limited", replayer_id=status.replayer_id
+        )
         changed: list[tuple[str, Status]] = []
-        for match_id in status.matches[:MAX_DISCOVERED_PER_STATUS]:
+        for match_id in listed:
             known = self._latest.pop(match_id, None)  # named again: the last to forget
             if known is not None and known[1] != status.replayer_id and known[0] > status.at:
                 self._latest[match_id] = known

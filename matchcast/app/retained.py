@@ -30,7 +30,7 @@ from typing import Literal
 
 import structlog
 
-from consumers import MAX_DISCOVERED_PER_STATUS
+from consumers import listed_matches
 from events import (
     BrokerError,
     DecodeError,
@@ -106,20 +106,14 @@ def _describe(topics: Topics, message: Message) -> RetainedTopic | None:
         except DecodeError:
             return RetainedTopic(message.topic, kind, None, "replayer status (unreadable)")
         matches = ", ".join(status.matches[:5]) + (" ..." if len(status.matches) > 5 else "")
-        if len(status.matches) > MAX_DISCOVERED_PER_STATUS:
-            _log.warning(
-                "retained.status_limited",
-                topic=message.topic,
-                listed=len(status.matches),
-                limit=MAX_DISCOVERED_PER_STATUS,
-            )
+        listed = listed_matches(status, "retained.status_limited", topic=message.topic)
         return RetainedTopic(
             message.topic,
             kind,
             None,
             f"replayer {status.replayer_id} {status.status}: {matches}",
             online=status.status == "online",
-            matches=tuple(status.matches[:MAX_DISCOVERED_PER_STATUS]),
+            matches=tuple(listed),
             listed=len(status.matches),
         )
     try:

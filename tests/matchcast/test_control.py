@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from consumers import Runner, Subscriber
+from consumers import MAX_DISCOVERED_PER_STATUS, Runner, Subscriber
 from events import Event, Goal, MatchState, Message, Topics, decode_event, decode_state
 from matchcast.app import run_replay, run_watch
 from matchcast.app.control import ControlError, find_replayers, send_command
@@ -432,7 +432,7 @@ async def test_many_forged_statuses_cost_control_bounded_memory() -> None:
 
     topics = Topics("r")
     inbox: asyncio.Queue[Message] = asyncio.Queue()
-    many = [f"m{i}" for i in range(control.MAX_DISCOVERED_PER_STATUS + 50)]
+    many = [f"m{i}" for i in range(MAX_DISCOVERED_PER_STATUS + 50)]
     for i in range(control.MAX_REPLAYERS_FOUND + 5):
         payload = json.dumps(
             {
@@ -446,6 +446,6 @@ async def test_many_forged_statuses_cost_control_bounded_memory() -> None:
     with capture_logs() as logs:
         found = await find_replayers(_Subscribes(), topics, inbox)  # type: ignore[arg-type]
     assert len(found) == control.MAX_REPLAYERS_FOUND
-    assert {len(s.matches) for s in found.values()} == {control.MAX_DISCOVERED_PER_STATUS}
+    assert {len(s.matches) for s in found.values()} == {MAX_DISCOVERED_PER_STATUS}
     [skipped] = [e for e in logs if e["event"] == "status.too_many"]
     assert skipped["skipped"] == 5
