@@ -35,6 +35,7 @@ from events import (
     BrokerError,
     DecodeError,
     Message,
+    PublishRefusedError,
     SubscribeRefusedError,
     Topics,
     decode_state,
@@ -49,9 +50,14 @@ _log = structlog.get_logger("matchcast.retained")
 
 #: Seconds without a retained message after which the broker is taken to have sent them all.
 QUIET_S = 0.5
-#: Tries of one clearing publish whose acknowledgement timed out: clearing is idempotent, and
-#: a replicated retained store (NATS JetStream) under load can take longer than one timeout.
+#: Connections a node's clearing may take: a clearing publish whose acknowledgement timed out,
+#: or whose connection was lost, is sent again on a new connection (a client id of its own).
+#: Clearing is idempotent, and a replicated retained store (NATS JetStream) under load can take
+#: longer than one timeout and drop the connection with it (a CI run: "Operation timed out",
+#: then "The client is not currently connected").
 CLEAR_TRIES = 3
+#: Seconds before the second connection of a clearing (doubling).
+CLEAR_RETRY_S = 0.5
 #: Seconds a search for retained messages lasts at most.
 MAX_WAIT_S = 10.0
 #: Tries of a subscription the broker refuses, and the wait before the second (doubling): NATS
@@ -351,27 +357,49 @@ async def clear_retained(
     cleared = 0  # ``protocol`` becomes 3.1.1 once a node speaks only that (see _connect_each)
     for node, doomed in by_node.items():
         where: BrokerURL | Sequence[BrokerURL] = url if node is None else node
-        async with contextlib.AsyncExitStack() as stack:
-            client = await _open(stack, where, protocol)
-            for item in doomed:
-                await _clear_one(client, item.topic)
-            if client.protocol_version == "3.1.1":
-                protocol = "3.1.1"
+        protocol = await _clear_on(where, [item.topic for item in doomed], protocol)
         cleared += len(doomed)
         shown = str(where) if isinstance(where, BrokerURL) else describe(where)
         _log.info("retained.cleared", topics=len(doomed), broker=shown)
     return cleared
 
 
-async def _clear_one(client: MqttClient, topic: str) -> None:
-    """Publish the empty retained message that clears ``topic``, tried again when its
-    acknowledgement times out (a lost connection is not retried: it is the caller's error)."""
+async def _clear_on(
+    where: BrokerURL | Sequence[BrokerURL], topics: Sequence[str], protocol: Protocol
+) -> Protocol:
+    """Publish the empty retained message that clears each of ``topics`` on ``where``; the
+    protocol the node speaks.
+
+    A publish that failed (its acknowledgement timed out, or the connection was lost) is sent
+    again, with the ones after it, on a new connection, up to :data:`CLEAR_TRIES` connections.
+    A publish the broker refused is not: it is refused again.
+
+    Raises:
+        BrokerError: the node did not answer, refused a publish, or failed every try.
+    """
+    left = list(topics)
     for attempt in range(1, CLEAR_TRIES + 1):
-        try:
-            await client.publish(topic, b"", qos=1, retain=True)
-        except BrokerError as err:
-            if "timed out" not in str(err).lower() or attempt == CLEAR_TRIES:
+        async with contextlib.AsyncExitStack() as stack:
+            client = await _open(stack, where, protocol)
+            if client.protocol_version == "3.1.1":
+                protocol = "3.1.1"
+            try:
+                while left:
+                    await client.publish(left[0], b"", qos=1, retain=True)
+                    del left[0]
+            except PublishRefusedError:
                 raise
-            _log.warning("retained.clear_retried", topic=topic, attempt=attempt, reason=str(err))
-        else:
-            return
+            except BrokerError as err:
+                if attempt == CLEAR_TRIES:
+                    raise
+                _log.warning(
+                    "retained.clear_retried",
+                    topic=left[0],
+                    attempt=attempt,
+                    left=len(left),
+                    reason=str(err),
+                )
+            else:
+                return protocol
+        await asyncio.sleep(CLEAR_RETRY_S * 2 ** (attempt - 1))
+    raise AssertionError("unreachable")  # pragma: no cover

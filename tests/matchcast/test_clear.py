@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from structlog.testing import capture_logs
 
 from consumers import MAX_DISCOVERED_PER_STATUS
-from events import BrokerError, Message, SubscribeRefusedError, Topics
+from events import BrokerError, Message, PublishRefusedError, SubscribeRefusedError, Topics
 from matchcast.app import retained, run_replay
 from matchcast.app.retained import RetainedTopic, find_retained, scan_retained
 from matchcast.cli.common import live_matches
@@ -298,32 +298,68 @@ def test_a_status_listing_many_matches_is_looked_up_only_as_far_as_the_limit(
     assert "cleared 1 retained topic(s)" in result.stdout
 
 
-class _SlowAcks:
-    """A client whose first acknowledgements time out (a loaded replicated store)."""
+def _failing_publishes(
+    monkeypatch: pytest.MonkeyPatch, failures: int, error: Callable[[str], BrokerError]
+) -> list[str]:
+    """The next ``failures`` publishes of clear's clients raise ``error(topic)``; the topics
+    of every publish, in order."""
+    real, published = retained.MqttClient, []
 
-    def __init__(self, failures: int, reason: str = "Operation timed out") -> None:
-        self.failures, self.reason, self.published = failures, reason, 0
+    class Failing(real):  # type: ignore[misc, valid-type]
+        async def publish(self, topic: str, payload: bytes, **kw: object) -> None:
+            nonlocal failures
+            published.append(topic)
+            if failures:
+                failures -= 1
+                raise error(topic)
+            await super().publish(topic, payload, **kw)
 
-    async def publish(self, topic: str, payload: bytes, *, qos: int, retain: bool) -> None:
-        self.published += 1
-        if self.failures:
-            self.failures -= 1
-            raise BrokerError("mqtt://n1:1883", f"publish to {topic!r} failed: {self.reason}")
+    monkeypatch.setattr(retained, "MqttClient", Failing)
+    monkeypatch.setattr(retained, "CLEAR_RETRY_S", 0.01)
+    return published
 
 
-async def test_a_clearing_publish_whose_ack_timed_out_is_tried_again() -> None:
-    from matchcast.app.retained import CLEAR_TRIES, _clear_one
+def _timed_out(topic: str) -> BrokerError:
+    return BrokerError("mqtt://n1:1883", f"publish to {topic!r} failed: Operation timed out")
 
-    slow = _SlowAcks(failures=CLEAR_TRIES - 1)
-    await _clear_one(slow, "r/matches/m/state")  # type: ignore[arg-type]
-    assert slow.published == CLEAR_TRIES
-    never = _SlowAcks(failures=CLEAR_TRIES)
+
+def test_a_clearing_publish_whose_ack_timed_out_is_tried_again_up_to_the_limit(
+    mosquitto: Mosquitto, root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from matchcast.app.retained import CLEAR_TRIES
+
+    url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
+    _leave_retained(url, topics)
+    found = _found(url, topics)
+    published = _failing_publishes(monkeypatch, CLEAR_TRIES - 1, _timed_out)
+    assert asyncio.run(retained.clear_retained(url, found)) == 4
+    first = found[0].topic
+    assert published == [first] * CLEAR_TRIES + [t.topic for t in found[1:]]
+    monkeypatch.undo()
+    assert _found(url, topics) == []
+
+    _leave_retained(url, topics)
+    found = _found(url, topics)
+    published = _failing_publishes(monkeypatch, CLEAR_TRIES, _timed_out)
     with pytest.raises(BrokerError, match="timed out"):
-        await _clear_one(never, "r/matches/m/state")  # type: ignore[arg-type]
-    gone = _SlowAcks(failures=1, reason="connection lost")
-    with pytest.raises(BrokerError, match="connection lost"):
-        await _clear_one(gone, "r/matches/m/state")  # type: ignore[arg-type]
-    assert gone.published == 1  # a lost connection is not retried here
+        asyncio.run(retained.clear_retained(url, found))
+    assert published == [first] * CLEAR_TRIES
+
+
+def test_a_clearing_publish_the_broker_refused_is_not_tried_again(
+    mosquitto: Mosquitto, root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
+    _leave_retained(url, topics)
+    found = _found(url, topics)
+
+    def refused(topic: str) -> BrokerError:
+        return PublishRefusedError("mqtt://n1:1883", topic, 0x87, "Not authorized")
+
+    published = _failing_publishes(monkeypatch, 1, refused)
+    with pytest.raises(PublishRefusedError, match="Not authorized"):
+        asyncio.run(retained.clear_retained(url, found))
+    assert published == [found[0].topic]
 
 
 async def test_a_scan_tries_again_a_subscription_the_broker_refused_at_first(
@@ -384,5 +420,43 @@ def test_a_node_that_leaves_a_connect_unanswered_is_asked_again(
     assert len(made) == 4 and len(set(made)) == 4, "each try under a client id of its own"
     retried = [e for e in logs if e["event"] == "retained.connect_retried"]
     assert len(retried) == 2
+    monkeypatch.setattr(retained, "MqttClient", real)
+    assert _found(url, topics) == []
+
+
+def test_a_connection_lost_after_a_timed_out_clear_is_opened_again_and_the_rest_cleared(
+    mosquitto: Mosquitto, root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A CI run on NATS: a clearing publish timed out, and the connection was gone with it
+    (``The client is not currently connected`` on the next try); clear exited 1 with three
+    topics left. Clearing is idempotent: a new connection to that node clears the rest."""
+    url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
+    _leave_retained(url, topics)
+    real = retained.MqttClient
+    made: list[str] = []
+
+    class DropsAfterFirstTimeout(real):  # type: ignore[misc, valid-type]
+        async def __aenter__(self) -> MqttClient:
+            made.append(self.client_id)
+            self.dead = False
+            return await super().__aenter__()  # type: ignore[no-any-return]
+
+        async def publish(self, topic: str, payload: bytes, **kw: object) -> None:
+            if self.dead:
+                raise BrokerError(
+                    str(url), "publish failed: The client is not currently connected."
+                )
+            if len(made) == 2:  # the first clearing connection: its first ack never comes
+                self.dead = True
+                raise BrokerError(str(url), f"publish to {topic!r} failed: Operation timed out")
+            await super().publish(topic, payload, **kw)
+
+    monkeypatch.setattr(retained, "MqttClient", DropsAfterFirstTimeout)
+    with capture_logs() as logs:
+        found = asyncio.run(find_retained(url, topics))
+        assert len(found) == 4
+        assert asyncio.run(retained.clear_retained(url, found)) == 4
+    assert len(made) == 3 and len(set(made)) == 3, "the clearing opened again, as someone new"
+    assert [e["attempt"] for e in logs if e["event"] == "retained.clear_retried"] == [1]
     monkeypatch.setattr(retained, "MqttClient", real)
     assert _found(url, topics) == []
