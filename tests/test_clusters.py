@@ -52,6 +52,14 @@ def _rotated(urls: tuple[BrokerURL, ...], first: int) -> tuple[BrokerURL, ...]:
     return urls[first:] + urls[:first]
 
 
+def _show(logs: list[dict[str, object]]) -> None:
+    """Print the captured log events but the per-event ones (capture_logs keeps them from
+    the test's stderr, where a failure's report would show them)."""
+    for entry in logs:
+        if entry.get("event") not in ("event.scheduled", "event.published"):
+            print(entry, file=sys.stderr)
+
+
 def _recorder(name: str, seen: list[int]) -> Subscriber:
     sub = Subscriber(name)
     sub.on()(lambda event, _state: seen.append(event.seq))
@@ -511,8 +519,12 @@ async def test_a_consumers_node_killed_mid_replay(cluster: Cluster, topics: Topi
             if cluster.engine == "rabbitmq":  # where the rejoining consumer must find it
                 held = await _retained_state(urls[replay_on], topics)
                 assert held.scoreline == "ARG 2-1 ENG"
-            async with asyncio.timeout(40):
-                states = await watch
+            try:
+                async with asyncio.timeout(40):
+                    states = await watch
+            except TimeoutError:
+                _show(logs)  # what the consumer did after the kill, in the failure's stderr
+                raise
     assert report.final_state is not None
     assert (states[SEMI.match_id].scoreline, states[SEMI.match_id].status) == (
         "ARG 2-1 ENG",

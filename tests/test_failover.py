@@ -97,3 +97,12 @@ def test_a_failover_attempt_waits_briefly_first_and_longer_each_pass() -> None:
 def test_a_list_of_one_always_waits_the_full_connect_timeout() -> None:
     schedule = Attempts(parse_brokers("mqtt://only:1"), connect_timeout=10.0)
     assert {a.timeout for a in itertools.islice(schedule.after_loss(), 5)} == {10.0}
+
+
+def test_a_connection_given_up_on_a_live_node_asks_that_node_first() -> None:
+    """A session the node could not resume (RabbitMQ 3.10): the node is up, and on an engine
+    that keeps retained messages per node it may be the only one with the match's snapshot."""
+    schedule = Attempts(_three(), rng=lambda: 1.0)
+    schedule.connected(1)
+    order = [a.index for a in itertools.islice(schedule.after_loss(current_first=True), 5)]
+    assert order == [1, 2, 0, 1, 2]

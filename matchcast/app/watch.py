@@ -132,6 +132,14 @@ async def _unless_stopped(runner: Runner, step: Awaitable[None]) -> None:
         task.result()  # its error, if it failed
 
 
+def _replacement(connection: MqttClient | FastClient, abandoned: bool) -> Awaitable[None]:
+    """The reconnect that replaces ``connection``: on the same node first when its session
+    was given up there (the node is up), else over the failover schedule."""
+    if abandoned and isinstance(connection, MqttClient):
+        return connection.reconnect(same_node_first=True)
+    return connection.reconnect()
+
+
 async def _run_through_failovers(
     runner: Runner, connection: MqttClient | FastClient, qos: int
 ) -> None:
@@ -140,6 +148,7 @@ async def _run_through_failovers(
     failed_resubscribes = 0
     quick_losses = 0  # connections in a row that died at once (see _STABLE_S)
     lost = False
+    abandoned = False  # a session given up on a node that is up: connect there again first
     loop = asyncio.get_running_loop()
     while True:
         reconnects = connection.reconnects
@@ -157,10 +166,10 @@ async def _run_through_failovers(
                         break
                 # Inside the try: the fast client re-subscribes within reconnect(), so a
                 # node that refuses the subscription raises here, not in the runner.
-                await _unless_stopped(runner, connection.reconnect())
+                await _unless_stopped(runner, _replacement(connection, abandoned))
                 if runner.stopping:
                     break
-                lost = False
+                lost = abandoned = False
             up_since = loop.time()
             await runner.run(connection, qos=qos)
             break
@@ -184,11 +193,14 @@ async def _run_through_failovers(
             if isinstance(connection, MqttClient) and connection.persistent:
                 # A node that cannot resume the session (RabbitMQ 3.10 keeps it on the
                 # lost node only, and a subscribe there hangs): go on with a clean one.
-                # The gap is reported and the state taken from the snapshot.
+                # The gap is reported and the state taken from the snapshot, on that same
+                # node: it is up, and on RabbitMQ 3.10 the retained snapshot is on the node
+                # the replayer publishes to, not on every node.
                 _log.warning(
                     "consumer.session_abandoned", broker=str(connection.url), reason=err.reason
                 )
                 connection.start_clean()
+                abandoned = True
             else:  # a node still electing leaders (NATS JetStream) may refuse at first
                 _log.warning(
                     "consumer.resubscribe_failed", broker=str(connection.url), reason=err.reason

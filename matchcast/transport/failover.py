@@ -101,16 +101,18 @@ class Attempts:
         for index, url in enumerate(self.urls):
             yield Attempt(index, url, 0.0, self.connect_timeout)
 
-    def after_loss(self) -> Iterator[Attempt]:
+    def after_loss(self, *, current_first: bool = False) -> Iterator[Attempt]:
         """Endless attempts after the connection to :attr:`current` was lost.
 
-        The nodes after the lost one go first, the lost one last, then round-robin. Pass
+        The nodes after the lost one go first, the lost one last, then round-robin
+        (``current_first``: the current node first, then the others, for a connection that
+        was given up with its node still up, as a session that node cannot resume). Pass
         ``r`` (from 0) waits a random fraction of ``min(cap, initial * 2**r)`` before each
         attempt, and gives the node ``min(connect_timeout, failover_timeout * 2**r)`` to answer
         (a list of one always gets the full connect timeout: there is no other node to try).
         """
         n = len(self.urls)
-        start = (self.current + 1) % n
+        start = self.current if current_first else (self.current + 1) % n
         attempt = 0
         while True:
             rounds = attempt // n
@@ -147,9 +149,11 @@ async def fail_over(
     max_outage: float,
     give_up_reason: Callable[[BrokerError], str] = lambda err: err.reason,
     details: Callable[[], Mapping[str, object]] = _no_details,
+    current_first: bool = False,
 ) -> None:
     """Replace a lost connection, as both clients do: ``connect`` each of
-    :meth:`Attempts.after_loss` in turn, after its wait, until one succeeds.
+    :meth:`Attempts.after_loss` (``current_first`` passed on) in turn, after its wait, until
+    one succeeds.
 
     Logs ``broker.reconnect_failed`` for each failure, then ``broker.failed_over`` (another node)
     or ``broker.reconnected`` (the lost one), with the client's ``details`` of the new connection.
@@ -160,7 +164,8 @@ async def fail_over(
     """
     lost = attempts.current
     started = time.monotonic()
-    for number, attempt in enumerate(attempts.after_loss(), start=1):
+    schedule = attempts.after_loss(current_first=current_first)
+    for number, attempt in enumerate(schedule, start=1):
         await asyncio.sleep(attempt.delay)
         try:
             await connect(attempt)

@@ -411,7 +411,8 @@ class MqttClient:
         """Connect with a clean session, under a client id of its own, from now on: the
         persistent session cannot be resumed. RabbitMQ 3.10 keeps a session's queue on one
         node; with that node gone, a subscribe under the same client id hangs on any other,
-        clean session or not. The original id keeps its session for when the node returns."""
+        clean session or not. The original id keeps its session for when the node returns.
+        Reconnect with ``same_node_first``: the node that could not resume it is up."""
         self._clean_start = True
         self._session_lost = True
         self.client_id = f"{self.client_id}-{uuid.uuid4().hex[:6]}"
@@ -444,13 +445,14 @@ class MqttClient:
             raise ConnectionLostError(str(self.url), "connection closed by the broker")
         await asyncio.Event().wait()  # closed by us: never "lost"
 
-    async def reconnect(self) -> None:
+    async def reconnect(self, *, same_node_first: bool = False) -> None:
         """Replace a lost connection: fail over to the other brokers, with backoff and jitter.
 
         The attempts follow :meth:`matchcast.transport.failover.Attempts.after_loss`: the nodes
         after the lost one first, the lost one last, then round-robin, each pass waiting longer
         (from ``backoff_initial`` doubling to ``backoff_max``, a random fraction of it each
-        time).
+        time). ``same_node_first`` asks the current node first: the connection was given up,
+        not lost (a session the node could not resume, see :meth:`start_clean`).
         Calls ``on_reconnect`` once connected.
 
         Raises:
@@ -460,10 +462,10 @@ class MqttClient:
         async with self._reconnect_lock:
             if self._generation != generation:
                 return  # another task replaced the connection while this one waited
-            await self._replace()
+            await self._replace(same_node_first)
             self._generation += 1
 
-    async def _replace(self) -> None:
+    async def _replace(self, same_node_first: bool = False) -> None:
         old, self._client = self._client, None
         if old is not None:
             with contextlib.suppress(Exception):
@@ -480,7 +482,13 @@ class MqttClient:
             finally:
                 self._attempt_timeout = self._timeout
 
-        await fail_over(self.attempts, connect, where=self.broker, max_outage=self.max_outage)
+        await fail_over(
+            self.attempts,
+            connect,
+            where=self.broker,
+            max_outage=self.max_outage,
+            current_first=same_node_first,
+        )
         self.reconnects += 1
         if self.on_reconnect is not None:
             await self.on_reconnect(self)
