@@ -3,7 +3,9 @@ clusters) and unique topics.
 
 The clusters boot in the background from the end of collection, when a collected test needs
 one (a RabbitMQ node takes 15-40 s), so their nodes boot while other tests run; the first test
-that needs a cluster waits for the rest of its boot.
+that needs a cluster waits for the rest of its boot. Under pytest-xdist (the README's
+``-n auto --dist loadgroup``) every test that needs a cluster is in one group, so one worker
+runs them all and boots the clusters when its first such test asks.
 """
 
 from __future__ import annotations
@@ -41,7 +43,12 @@ def _logging_as_configured_here() -> Iterator[None]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip mosquitto tests where it is missing, unless CI says they are mandatory."""
+    """Keep each cluster's tests on one worker (``--dist loadgroup``); skip mosquitto tests
+    where it is missing, unless CI says they are mandatory."""
+    for item in items:
+        engines = _engines_needed([item])
+        if engines:
+            item.add_marker(pytest.mark.xdist_group("clusters"))
     if mosquitto_binary() is not None:
         return
     if os.environ.get(REQUIRE_ENV) == "1":
@@ -78,6 +85,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Start booting the clusters that the collected tests use, each in a thread of its own."""
     if session.config.option.collectonly:
         return
+    if hasattr(session.config, "workerinput"):
+        return  # an xdist worker: every worker collects every test; boot where one is used
     for engine in sorted(_engines_needed(session.items)):
         _, binary, kind = _CLUSTERS[engine]
         if os.path.exists(binary):

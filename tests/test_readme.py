@@ -22,7 +22,7 @@ def test_the_quickstart_holds_exactly_two_commands() -> None:
     commands = [line for line in block.splitlines() if line.strip()]
     assert len(commands) == 2
     assert commands[0].endswith("matchcast demo")
-    assert commands[1].endswith("pytest")
+    assert commands[1].endswith("pytest -n auto --dist loadgroup")
 
 
 def test_the_sections_users_look_for_are_there() -> None:
