@@ -22,6 +22,7 @@ from matchcast.transport import mqtt, mqtt311
 from matchcast.transport.connection import BrokerURL, WillSpec, broker_url_from
 from matchcast.transport.fastmqtt import FastClient
 from matchcast.transport.mqtt import MqttClient
+from tests._proxies import Connection, PacketProxy
 
 pytestmark = pytest.mark.mosquitto
 
@@ -305,60 +306,27 @@ async def test_a_clean_session_fails_over_under_a_client_id_of_its_own(
         await client.publish("mctest/renamed", b"x", qos=1)
 
 
-class QoS1Refuser:
+class QoS1Refuser(PacketProxy):
     """Forwards MQTT 3.1.1 to a broker, but answers a QoS 1 SUBSCRIBE itself with SUBACK 0x80
     while ``refusing`` (NATS while JetStream has no leader); QoS 0 ones go through."""
 
     def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
+        super().__init__(upstream_port)
         self.refusing = True
         self.subscribes: list[tuple[str, int, bool]] = []  # filter, QoS, refused
-        self.port = 0
-        self._server: asyncio.Server | None = None
 
-    async def __aenter__(self) -> QoS1Refuser:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-
-        async def upstream() -> None:
-            with contextlib.suppress(OSError):
-                while data := await up_r.read(65536):
-                    writer.write(data)
-                    await writer.drain()
-
-        task = asyncio.create_task(upstream())
-        buf = b""
-        try:
-            while data := await reader.read(65536):
-                buf += data
-                while (found := mqtt311.frame(buf)) is not None:
-                    first, start, end = found
-                    packet, buf = buf[:end], buf[end:]
-                    if first == 0x82:  # SUBSCRIBE: id, then (filter, QoS) pairs
-                        pid = int.from_bytes(packet[start : start + 2], "big")
-                        size = int.from_bytes(packet[start + 2 : start + 4], "big")
-                        flt = packet[start + 4 : start + 4 + size].decode()
-                        qos = packet[start + 4 + size]
-                        refused = self.refusing and qos > 0
-                        self.subscribes.append((flt, qos, refused))
-                        if refused:
-                            writer.write(mqtt311.SubAck(pid, (0x80,)).encode())
-                            continue
-                    up_w.write(packet)
-        except OSError:
-            pass
-        finally:
-            task.cancel()
-            up_w.close()
-            writer.close()
+    def client_packet(self, conn: Connection, first: int, start: int, packet: bytes) -> bool:
+        if first != 0x82:  # SUBSCRIBE: id, then (filter, QoS) pairs
+            return True
+        pid = int.from_bytes(packet[start : start + 2], "big")
+        size = int.from_bytes(packet[start + 2 : start + 4], "big")
+        flt = packet[start + 4 : start + 4 + size].decode()
+        qos = packet[start + 4 + size]
+        refused = self.refusing and qos > 0
+        self.subscribes.append((flt, qos, refused))
+        if refused:
+            conn.writer.write(mqtt311.SubAck(pid, (0x80,)).encode())
+        return not refused
 
 
 async def test_a_qos1_subscription_refused_after_a_failover_goes_on_at_qos0_until_granted(

@@ -16,7 +16,6 @@ match.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import pytest
 from structlog.testing import capture_logs
@@ -25,73 +24,29 @@ from consumers import Runner, Subscriber
 from events import Topics
 from matchcast.app import run_replay, run_watch
 from matchcast.testbroker import FaultProxy, Mosquitto, mosquitto_binary
-from matchcast.transport import mqtt311
 from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
+from tests._proxies import Connection, PacketProxy
 
 pytestmark = pytest.mark.mosquitto
 
 SEMI = resolve_matches("semifinal")[0]
 
 
-class _SessionHanger:
+class _SessionHanger(PacketProxy):
     """Forwards MQTT 3.1.1 to a broker, but never passes on a SUBSCRIBE of the connection whose
     CONNECT carries the client id ``hung`` (exactly: not one that starts with it)."""
 
     def __init__(self, upstream_port: int, hung: str) -> None:
-        self.upstream_port = upstream_port
+        super().__init__(upstream_port)
         self.hung = hung
         self.swallowed = 0
-        self.port = 0
-        self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
 
-    async def __aenter__(self) -> _SessionHanger:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-
-        async def upstream() -> None:
-            with contextlib.suppress(OSError):
-                while data := await up_r.read(65536):
-                    writer.write(data)
-                    await writer.drain()
-
-        back = asyncio.create_task(upstream())
-        buf, hang = b"", False
-        try:
-            while data := await reader.read(65536):
-                buf += data
-                while (found := mqtt311.frame(buf)) is not None:
-                    first, start, end = found
-                    packet, buf = buf[:end], buf[end:]
-                    if first == 0x10:  # CONNECT 3.1.1: 10 bytes of header, then the id
-                        size = int.from_bytes(packet[start + 10 : start + 12], "big")
-                        hang = packet[start + 12 : start + 12 + size].decode() == self.hung
-                    elif first == 0x82 and hang:
-                        self.swallowed += 1
-                        continue
-                    up_w.write(packet)
-        except OSError:
-            pass
-        finally:
-            back.cancel()
-            up_w.close()
-            writer.close()
-            self._tasks.discard(task)
+    def client_packet(self, conn: Connection, first: int, start: int, packet: bytes) -> bool:
+        if first == 0x82 and conn.client_id == self.hung:
+            self.swallowed += 1
+            return False
+        return True
 
 
 async def test_a_session_given_up_on_a_live_node_goes_on_clean_on_that_node() -> None:
