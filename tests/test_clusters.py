@@ -518,7 +518,9 @@ async def test_a_consumers_node_killed_mid_replay(cluster: Cluster, topics: Topi
             (report,) = await replay
             if cluster.engine == "rabbitmq":  # where the rejoining consumer must find it
                 held = await _retained_state(urls[replay_on], topics)
-                assert held.scoreline == "ARG 2-1 ENG"
+                if held.scoreline != "ARG 2-1 ENG":
+                    _show(logs)  # seen once in 8 runs (0-0): did the replayer move? it says
+                assert held.scoreline == "ARG 2-1 ENG", f"replayer reconnects={report.reconnects}"
             try:
                 async with asyncio.timeout(40):
                     states = await watch
