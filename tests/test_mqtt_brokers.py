@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from structlog.testing import capture_logs
 
-from events import BrokerError
-from matchcast.app import mqtt_client
+from events import BrokerError, Topics
+from matchcast.app import mqtt_client, run_replay
 from matchcast.load._nodes import NodeAssigner
 from matchcast.testbroker import Mosquitto, free_port, mosquitto_binary
 from matchcast.transport import mqtt, mqtt311
 from matchcast.transport.connection import BrokerURL, WillSpec, broker_url_from
 from matchcast.transport.fastmqtt import FastClient
 from matchcast.transport.mqtt import MqttClient
+from simulator import ReplayOptions, resolve_matches
 from tests._proxies import Connection, PacketProxy
 
 pytestmark = pytest.mark.mosquitto
@@ -369,3 +371,40 @@ async def test_a_qos1_subscription_refused_after_a_failover_goes_on_at_qos0_unti
         "broker.subscription_restored",
     ]
     assert refuser.subscribes[-1] == ("mctest/up/#", 1, False)
+
+
+async def test_watch_told_311_asks_a_311_only_broker_nothing_in_mqtt_5(
+    mosquitto: Mosquitto, v311_only: V311OnlyProxy
+) -> None:
+    """``--protocol 3.1.1`` reaches every connection a command makes: its first reachability
+    check and its replayer-status reader tried MQTT 5 first, 3-4 s of ``broker.v5_unanswered``
+    on a 3.1.1-only engine (found by a newcomer following docs/cluster.md on RabbitMQ)."""
+    topics = Topics("mctest-told311")
+    semi = resolve_matches("semifinal")[0]
+    url = BrokerURL("127.0.0.1", v311_only.port)
+    # A process of its own: the command's event loop and Ctrl-C handling want a main thread.
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "matchcast", "watch",
+        "--broker", str(url),
+        "--protocol", "3.1.1",
+        "--root", topics.root,
+        "--match", semi.match_id,
+        "--exit-at-full-time",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        async with asyncio.timeout(60):
+            # The check, the status reader and the watch itself: then a live run to its end.
+            while v311_only.v311_connects < 3 and proc.returncode is None:
+                await asyncio.sleep(0.05)
+            options = ReplayOptions(speed=2000.0, break_seconds=0.2, topics=topics)
+            await run_replay([semi], BrokerURL.parse(mosquitto.url), options)
+            stdout, stderr = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0, stderr.decode()
+    assert "ARG 2-1 ENG" in stdout.decode()
+    assert v311_only.v5_connects == 0, "a connection asked in MQTT 5 though told 3.1.1"

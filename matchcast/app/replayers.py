@@ -22,7 +22,7 @@ import structlog
 
 from consumers import MAX_MATCHES, listed_matches
 from events import BrokerError, DecodeError, ReplayerStatus, Topics, decode_status
-from matchcast.transport.connection import BrokerURL
+from matchcast.transport.connection import BrokerURL, Protocol
 from matchcast.transport.mqtt import MqttClient
 
 __all__ = ["ReplayerBook", "follow_replayers"]
@@ -79,7 +79,10 @@ class ReplayerBook:
 
 
 async def follow_replayers(
-    url: BrokerURL | Sequence[BrokerURL], topics: Topics, on_change: Callable[[str, Status], None]
+    url: BrokerURL | Sequence[BrokerURL],
+    topics: Topics,
+    on_change: Callable[[str, Status], None],
+    protocol: Protocol = "auto",
 ) -> None:
     """Call ``on_change(match_id, status)`` when the status of a match's replayer changes
     (see :class:`ReplayerBook`), retained statuses first, until cancelled. Best effort: an
@@ -87,7 +90,8 @@ async def follow_replayers(
     the caller."""
     book = ReplayerBook()
     try:
-        async with MqttClient(url, client_id=f"matchcast-status-{uuid.uuid4().hex[:8]}") as c:
+        status_id = f"matchcast-status-{uuid.uuid4().hex[:8]}"
+        async with MqttClient(url, client_id=status_id, protocol=protocol) as c:
             await c.subscribe(topics.status(), qos=1)
             async for message in c.messages():
                 if not message.payload:

@@ -24,7 +24,7 @@ from consumers.printable import printable
 from events import MatchcastError, MatchFileError, Topics
 from matchcast.logs import LogFormat, configure_logging
 from matchcast.redact import redact
-from matchcast.transport.connection import BrokerURL, describe
+from matchcast.transport.connection import BrokerURL, Protocol, describe
 
 __all__ = [
     "CommandExit",
@@ -126,23 +126,29 @@ def _where(url: BrokerURL | Sequence[BrokerURL]) -> str:
     return str(url) if isinstance(url, BrokerURL) else describe(url)
 
 
-async def reach_broker(url: BrokerURL | Sequence[BrokerURL]) -> None:
+async def reach_broker(url: BrokerURL | Sequence[BrokerURL], protocol: Protocol = "auto") -> None:
     """Connect once and leave, so an unreachable broker ends a command before it prints
-    anything (a page's address, a stats line)."""
+    anything (a page's address, a stats line). ``protocol`` as for the command's own
+    connection: told 3.1.1, no MQTT 5 CONNECT is tried first (3 s on a 3.1.1-only engine)."""
     from matchcast.transport.mqtt import MqttClient  # noqa: PLC0415
 
-    async with MqttClient(url, client_id=f"matchcast-check-{uuid.uuid4().hex[:8]}"):
+    check_id = f"matchcast-check-{uuid.uuid4().hex[:8]}"
+    async with MqttClient(url, client_id=check_id, protocol=protocol):
         pass
 
 
 async def live_matches(
-    url: BrokerURL | Sequence[BrokerURL], topics: Topics, wait_s: float = 1.0
+    url: BrokerURL | Sequence[BrokerURL],
+    topics: Topics,
+    wait_s: float = 1.0,
+    protocol: Protocol = "auto",
 ) -> list[str]:
     """The ids of the matches with a retained state on the broker (read for ``wait_s``)."""
     from matchcast.transport.mqtt import MqttClient  # noqa: PLC0415
 
     found: set[str] = set()
-    async with MqttClient(url, client_id=f"matchcast-list-{uuid.uuid4().hex[:8]}") as client:
+    list_id = f"matchcast-list-{uuid.uuid4().hex[:8]}"
+    async with MqttClient(url, client_id=list_id, protocol=protocol) as client:
         await client.subscribe(topics.state(), qos=0)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(wait_s):
@@ -159,13 +165,14 @@ async def say_when_absent(
     match_id: str,
     seen: Callable[[], bool],
     after_s: float,
+    protocol: Protocol = "auto",
 ) -> None:
     """If nothing of ``match_id`` has arrived after ``after_s`` seconds, say on standard error
     which matches the broker has, instead of waiting in silence."""
     await asyncio.sleep(after_s)
     if seen():
         return
-    others = await live_matches(url, topics)
+    others = await live_matches(url, topics, protocol=protocol)
     listed = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
     near = [m for m in others if match_id in m or m in match_id]
     stderr.print(

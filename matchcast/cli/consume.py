@@ -219,7 +219,9 @@ def consume(
         runner.reorder_wait = reorder_wait
 
     async def go() -> dict[str, MatchState]:
-        await reach_broker(url)  # before anything prints: no stats line ahead of the error
+        await reach_broker(
+            url, checked_protocol
+        )  # before anything prints: no stats line ahead of the error
         _stop_on_signals(runner)
         if session:
             _log.info("consumer.session", client_id=client_id, expiry_s=session_expiry)
@@ -240,7 +242,14 @@ def consume(
             return await watch
         async with asyncio.TaskGroup() as tg:
             hint = tg.create_task(
-                say_when_absent(url, topics, match, lambda: runner.stats.received > 0, 5.0)
+                say_when_absent(
+                    url,
+                    topics,
+                    match,
+                    lambda: runner.stats.received > 0,
+                    5.0,
+                    checked_protocol,
+                )
             )
             try:
                 return await watch

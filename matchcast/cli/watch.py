@@ -86,14 +86,23 @@ def watch(
     )
 
     async def go() -> dict[str, MatchState]:
-        await reach_broker(url)
+        await reach_broker(url, checked_protocol)
         with view:
             async with asyncio.TaskGroup() as tg:
                 if match != "+":
                     hint = tg.create_task(
-                        say_when_absent(url, topics, match, lambda: bool(view.board.states), 5.0)
+                        say_when_absent(
+                            url,
+                            topics,
+                            match,
+                            lambda: bool(view.board.states),
+                            5.0,
+                            checked_protocol,
+                        )
                     )
-                replayers = tg.create_task(follow_replayers(url, topics, view.replayer_status))
+                replayers = tg.create_task(
+                    follow_replayers(url, topics, view.replayer_status, checked_protocol)
+                )
                 try:
                     return await run_watch(
                         url,

@@ -145,7 +145,7 @@ def web(
             replayers=replayers,
             on_replayer=replayer_hint(broker_url, topics),
         )
-        await reach_broker(broker_url)  # before the page's address is announced
+        await reach_broker(broker_url, checked_protocol)  # before the page's address is announced
         sender = _control_sender(broker_url, topics) if control else None
         async with WebServer(hub, host, port, max_streams=max_streams, control=sender) as server:
             stderr.print(f"Match page: {server.url}  (Ctrl-C to stop)", markup=False)
@@ -155,7 +155,9 @@ def web(
                         broker_url, [], runner=runner, protocol=checked_protocol, client=client
                     )
                 )
-                tg.create_task(follow_replayers(broker_url, topics, hub.replayer_status))
+                tg.create_task(
+                    follow_replayers(broker_url, topics, hub.replayer_status, checked_protocol)
+                )
                 if matches:
                     await asyncio.wait_for(runner.subscribed.wait(), timeout=10)
                     await run_replay(
