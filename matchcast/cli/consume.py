@@ -219,9 +219,8 @@ def consume(
         runner.reorder_wait = reorder_wait
 
     async def go() -> dict[str, MatchState]:
-        await reach_broker(
-            url, checked_protocol
-        )  # before anything prints: no stats line ahead of the error
+        # Before anything prints: no stats line ahead of the error.
+        await reach_broker(url, checked_protocol)
         _stop_on_signals(runner)
         if session:
             _log.info("consumer.session", client_id=client_id, expiry_s=session_expiry)
