@@ -17,6 +17,7 @@ from structlog.testing import capture_logs
 
 from events import BrokerError, Topics
 from matchcast.app import mqtt_client, run_replay
+from matchcast.cli.web import _control_sender
 from matchcast.load._nodes import NodeAssigner
 from matchcast.testbroker import Mosquitto, free_port, mosquitto_binary
 from matchcast.transport import mqtt, mqtt311
@@ -408,3 +409,15 @@ async def test_watch_told_311_asks_a_311_only_broker_nothing_in_mqtt_5(
     assert proc.returncode == 0, stderr.decode()
     assert "ARG 2-1 ENG" in stdout.decode()
     assert v311_only.v5_connects == 0, "a connection asked in MQTT 5 though told 3.1.1"
+
+
+async def test_the_pages_control_told_311_asks_nothing_in_mqtt_5(v311_only: V311OnlyProxy) -> None:
+    """``web --control --protocol 3.1.1``: the page's commands go out in 3.1.1 too (they
+    tried MQTT 5 first, 3 s on a 3.1.1-only engine before the first command went out)."""
+    url = BrokerURL("127.0.0.1", v311_only.port)
+    mqtt._V5_SUPPORT.pop((url.host, url.port), None)
+    send = _control_sender(url, Topics("mctest-told311-control"), "3.1.1")
+    code, body = await send("pause", None, None)
+    assert code != 200, body  # no replayer there: refused, said why
+    assert v311_only.v311_connects >= 1
+    assert v311_only.v5_connects == 0, "the command asked in MQTT 5 though told 3.1.1"

@@ -49,7 +49,7 @@ from matchcast.cli.options import (
 from matchcast.transport.clients import ClientKind
 
 if TYPE_CHECKING:
-    from matchcast.transport.connection import BrokerURL
+    from matchcast.transport.connection import BrokerURL, Protocol
     from matchcast.web import ControlSender
 
 __all__ = ["register"]
@@ -146,7 +146,7 @@ def web(
             on_replayer=replayer_hint(broker_url, topics),
         )
         await reach_broker(broker_url, checked_protocol)  # before the page's address is announced
-        sender = _control_sender(broker_url, topics) if control else None
+        sender = _control_sender(broker_url, topics, checked_protocol) if control else None
         async with WebServer(hub, host, port, max_streams=max_streams, control=sender) as server:
             stderr.print(f"Match page: {server.url}  (Ctrl-C to stop)", markup=False)
             async with asyncio.TaskGroup() as tg:
@@ -177,7 +177,9 @@ def web(
     run_until_interrupted(go)  # Ctrl-C is how the page ends: exit 0
 
 
-def _control_sender(url: BrokerURL | Sequence[BrokerURL], topics: Topics) -> ControlSender:
+def _control_sender(
+    url: BrokerURL | Sequence[BrokerURL], topics: Topics, protocol: Protocol = "auto"
+) -> ControlSender:
     """What the page's commands go through: ``matchcast control``'s own path."""
     from events import encode_control  # noqa: PLC0415
     from matchcast.app.control import ControlError, send_command  # noqa: PLC0415
@@ -186,7 +188,9 @@ def _control_sender(url: BrokerURL | Sequence[BrokerURL], topics: Topics) -> Con
         action: str, argument: str | None, match: str | None
     ) -> tuple[int, dict[str, object]]:
         try:
-            reply = await send_command(url, action, argument, match=match, topics=topics)
+            reply = await send_command(
+                url, action, argument, match=match, topics=topics, protocol=protocol
+            )
         except ControlError as err:
             return (400 if err.code == 2 else 409), {"error": str(err)}
         except BrokerError as err:
