@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -36,7 +37,7 @@ from typing import Generic, Self, TypeVar
 
 import aiomqtt
 
-from matchcast.testbroker import free_port, wait_port
+from matchcast.testbroker import wait_port
 from matchcast.transport.connection import BrokerURL
 
 __all__ = [
@@ -48,11 +49,52 @@ __all__ = [
     "NatsCluster",
     "Node",
     "RabbitCluster",
+    "cluster_port",
 ]
 
 REQUIRE_CLUSTERS_ENV = "MATCHCAST_REQUIRE_CLUSTERS"
 NATS_SERVER = shutil.which("nats-server") or "/usr/sbin/nats-server"
 RABBITMQ_SERVER = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+
+
+#: Ports handed out by :func:`cluster_port` in this process (never twice).
+_HANDED_OUT: set[int] = set()
+_PORTS_LOCK = threading.Lock()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def cluster_port() -> int:
+    """A free loopback port for a cluster node, below the kernel's ephemeral range.
+
+    ``free_port()`` (bind to port 0) hands out ephemeral ports, as the kernel does for every
+    outgoing connection: a node told its port at the start but bound to it a minute later
+    (RabbitMQ nodes boot one after another, 15-40 s each) found it taken by another test's
+    broker or connection (a CI run: ``dist_port_already_used``). Below the ephemeral range no
+    bind to port 0 and no outgoing connection takes the port meanwhile; a port is never handed
+    out twice in this process, and one something else listens on is skipped.
+    """
+    low, _high = _ephemeral_range()
+    floor = max(1024, low - 12000)
+    with _PORTS_LOCK:
+        for _ in range(1000):
+            port = random.randrange(floor, low)
+            if port in _HANDED_OUT:
+                continue
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError(f"no free port in {floor}-{low - 1}")
 
 
 def _connack(host: str, port: int) -> bool:
@@ -255,9 +297,9 @@ class NatsCluster(Cluster):
         Raises:
             RuntimeError: a node did not start; the message has its log.
         """
-        client = [free_port() for _ in range(self.size)]
-        routes = [free_port() for _ in range(self.size)]
-        mqtt = [free_port() for _ in range(self.size)]
+        client = [cluster_port() for _ in range(self.size)]
+        routes = [cluster_port() for _ in range(self.size)]
+        mqtt = [cluster_port() for _ in range(self.size)]
         route_list = ", ".join(f"nats-route://127.0.0.1:{p}" for p in routes)
         for i in range(self.size):
             name = f"n{i + 1}"
@@ -400,8 +442,8 @@ class RabbitCluster(Cluster):
             cookie_file = home / ".erlang.cookie"
             cookie_file.write_text(cookie)
             cookie_file.chmod(0o400)
-            mqtt_port = free_port()
-            env = self._env(i, home, free_port(), free_port(), mqtt_port)
+            mqtt_port = cluster_port()
+            env = self._env(i, home, cluster_port(), cluster_port(), mqtt_port)
             node = Node(self._node_name(i), mqtt_port, [RABBITMQ_SERVER], env, home / "log")
             self.nodes.append(node)
         try:
