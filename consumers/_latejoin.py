@@ -35,6 +35,7 @@ import structlog
 
 from consumers._sequencer import Sequencer
 from events import (
+    ConnectionLostError,
     MatchcastError,
     Message,
     MessageSource,
@@ -89,17 +90,34 @@ async def subscribe_exact_states(
 ) -> None:
     """Subscribe to the exact state topic of every ``known`` match (see the module docstring);
     a refusal is logged and costs only that match's snapshot. On a source whose session was
-    given up (``session_lost``), expect a newer snapshot of each."""
+    given up (``session_lost``), expect a newer snapshot of each.
+
+    Raises:
+        ConnectionLostError: the connection ended meanwhile.
+    """
     if known and getattr(source, "session_lost", False):
         expect_snapshots(known.values())
     await subscribe_exact(source, exact_state_topics(topics, match_filter, known), qos)
 
 
-async def subscribe_exact(source: MessageSource, state_topics: Iterable[str], qos: int) -> None:
-    """Subscribe to each exact state topic; a refusal is logged and costs that topic only."""
+async def subscribe_exact(
+    source: MessageSource, state_topics: Iterable[str], qos: int, *, lost_ends: bool = True
+) -> None:
+    """Subscribe to each exact state topic; a refusal is logged and costs that topic only.
+
+    Raises:
+        ConnectionLostError: the connection ended (:class:`events.SubscribeDroppedError`:
+            in answer to one of these), unless ``lost_ends`` is False (a subscription beside
+            the reader, which reports the loss itself): then it is logged like a refusal.
+    """
     for topic in state_topics:
         try:
             await source.subscribe(topic, qos=qos)
+        except ConnectionLostError:
+            if lost_ends:
+                raise
+            _log.info("state.exact_not_subscribed", topic=topic, reason="connection lost")
+            return
         except MatchcastError as err:
             _log.warning("state.exact_not_subscribed", topic=topic, reason=str(err))
         else:

@@ -601,7 +601,7 @@ class Runner:
             self._replayer_watch.arrived(replayer_id)
         if fresh and self._source is not None:
             _log.info("state.discovered", topic=message.topic, matches=len(fresh))
-            self._start_errand(subscribe_exact(self._source, fresh, 1))
+            self._start_errand(subscribe_exact(self._source, fresh, 1, lost_ends=False))
 
     def _skip_unknown(self, err: UnknownEventTypeError, match_id: str, message: Message) -> None:
         """A newer minor's event type: skipped, counted, logged; its seq is passed over."""

@@ -181,6 +181,28 @@ class SubscribeRefusedError(BrokerError):
         super().__init__(url, f"subscribe to {topic_filter!r} refused (code {codes})")
 
 
+class SubscribeDroppedError(ConnectionLostError):
+    """The broker closed the connection in answer to a SUBSCRIBE, instead of a SUBACK.
+
+    RabbitMQ 3.10 does so to every SUBSCRIBE under a client id whose subscription queue lives
+    on a node that is down (its log: ``not_found: home node ... of durable queue ... is
+    down``), on every other node, with a persistent session or a clean one: the session of
+    that client id cannot be resumed until the node returns, and a new client id is served at
+    once. A broker may also close the connection on a subscription its ACL forbids.
+
+    Attributes:
+        topic_filter: the filter the broker answered by closing the connection.
+    """
+
+    def __init__(self, url: str, topic_filter: str) -> None:
+        self.topic_filter = topic_filter
+        BrokerError.__init__(
+            self,
+            url,
+            f"closed the connection in answer to a subscribe to {topic_filter!r}",
+        )
+
+
 class PublishRefusedError(BrokerError):
     """The broker refused a publish: an MQTT 5 PUBACK or PUBREC with a reason code of 0x80 or
     more (0x87 Not authorized: the ACL). MQTT 3.1.1 has no way to say so: a broker drops a

@@ -487,58 +487,68 @@ async def test_the_replayers_node_killed_mid_replay_loses_and_doubles_nothing(
 
 
 async def test_a_consumers_node_killed_mid_replay(cluster: Cluster, topics: Topics) -> None:
-    """A consumer with a session loses its node. NATS keeps the session in JetStream: nothing
-    is missed. RabbitMQ 3.10 keeps it on that node only: the consumer rejoins on another node
-    from the snapshot, reports the gap, and never handles a seq twice."""
+    """Consumers with a session lose their node, one on each client (``consume`` runs the
+    fast one). NATS keeps the session in JetStream: nothing is missed. RabbitMQ 3.10 keeps it
+    on that node only, and closes the connection at a subscribe under its client id on any
+    other: each consumer rejoins on another node from the snapshot, reports the gap, and never
+    handles a seq twice."""
     live = cluster.ready_for_a_kill()
     dies, replay_on = live[0], live[1]
     urls = cluster.urls
-    seen: list[int] = []
-    runner = Runner([_recorder("session", seen)], topics=topics)
+    kinds = ("aiomqtt", "fast")
+    seen: dict[str, list[int]] = {kind: [] for kind in kinds}
+    runners = {kind: Runner([_recorder(kind, seen[kind])], topics=topics) for kind in kinds}
     async with asyncio.timeout(180), asyncio.TaskGroup() as tg:
-        watch = tg.create_task(
-            run_watch(
-                _rotated(urls, dies),
-                [],
-                runner=runner,
-                until_finished={SEMI.match_id},
-                client_id=f"mc-session-{topics.root}",
-                clean_start=False,
-                session_expiry=600,
+        watches = {
+            kind: tg.create_task(
+                run_watch(
+                    _rotated(urls, dies),
+                    [],
+                    runner=runners[kind],
+                    until_finished={SEMI.match_id},
+                    client_id=f"mc-session-{kind}-{topics.root}",
+                    clean_start=False,
+                    session_expiry=600,
+                    client=kind,
+                )
             )
-        )
-        await runner.subscribed.wait()
+            for kind in kinds
+        }
+        for runner in runners.values():
+            await runner.subscribed.wait()
         options = ReplayOptions(speed=SPEED, break_seconds=0.5, topics=topics)
         replay = tg.create_task(
             run_replay([SEMI], _rotated(urls, replay_on), options, replayer_id=topics.root)
         )
-        await _until(lambda: len(seen) > 40)
+        await _until(lambda: min(len(s) for s in seen.values()) > 40)
         with capture_logs() as logs:
             cluster.kill(dies)
             (report,) = await replay
-            if cluster.engine == "rabbitmq":  # where the rejoining consumer must find it
+            if cluster.engine == "rabbitmq":  # where the rejoining consumers must find it
                 held = await _retained_state(urls[replay_on], topics)
                 if held.scoreline != "ARG 2-1 ENG":
                     _show(logs)  # seen once in 8 runs (0-0): did the replayer move? it says
                 assert held.scoreline == "ARG 2-1 ENG", f"replayer reconnects={report.reconnects}"
+            states: dict[str, dict[str, MatchState]] = {}
             try:
                 async with asyncio.timeout(40):
-                    states = await watch
+                    for kind, watch in watches.items():
+                        states[kind] = await watch
             except TimeoutError:
-                _show(logs)  # what the consumer did after the kill, in the failure's stderr
+                _show(logs)  # what the consumers did after the kill, in the failure's stderr
                 raise
     assert report.final_state is not None
-    assert (states[SEMI.match_id].scoreline, states[SEMI.match_id].status) == (
-        "ARG 2-1 ENG",
-        "finished",
-    )
-    assert seen == sorted(set(seen)), "no seq handled twice, none out of order"
-    if cluster.engine == "nats":  # the session survives in JetStream
-        _engine_loss_reported(cluster, seen, runner)
-        return
-    # The session died with its node: the consumer went on with a clean one elsewhere.
-    assert any(e["event"] == "consumer.session_abandoned" for e in logs)
-    if seen != ALL_SEQS:
-        # What it missed is reported, as a gap in the events or as a resynchronisation
-        # from the snapshot when no event followed.
-        assert runner.stats.gaps + runner.stats.resyncs >= 1, _diff(seen)
+    abandoned = [e for e in logs if e["event"] == "consumer.session_abandoned"]
+    for kind in kinds:
+        final, handled, runner = states[kind][SEMI.match_id], seen[kind], runners[kind]
+        assert (final.scoreline, final.status) == ("ARG 2-1 ENG", "finished"), kind
+        assert handled == sorted(set(handled)), f"{kind}: no seq twice, none out of order"
+        if cluster.engine == "nats":  # the session survives in JetStream
+            _engine_loss_reported(cluster, handled, runner)
+        elif handled != ALL_SEQS:
+            # What it missed is reported, as a gap in the events or as a resynchronisation
+            # from the snapshot when no event followed.
+            assert runner.stats.gaps + runner.stats.resyncs >= 1, f"{kind}: {_diff(handled)}"
+    if cluster.engine == "rabbitmq":
+        # The sessions died with their node: both consumers went on with clean ones elsewhere.
+        assert len(abandoned) >= len(kinds), abandoned

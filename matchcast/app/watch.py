@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING
 import structlog
 
 from consumers import Runner, Subscriber
-from events import BrokerError, ConnectionLostError, MatchState, Topics
+from events import (
+    BrokerError,
+    ConnectionLostError,
+    MatchState,
+    SubscribeDroppedError,
+    SubscribeRefusedError,
+    Topics,
+)
 from matchcast.transport.clients import ClientKind, mqtt_client
 from matchcast.transport.connection import BrokerURL, Protocol
 from matchcast.transport.mqtt import MqttClient
@@ -135,20 +142,103 @@ async def _unless_stopped(runner: Runner, step: Awaitable[None]) -> None:
 def _replacement(connection: MqttClient | FastClient, abandoned: bool) -> Awaitable[None]:
     """The reconnect that replaces ``connection``: on the same node first when its session
     was given up there (the node is up), else over the failover schedule."""
-    if abandoned and isinstance(connection, MqttClient):
+    if abandoned:
         return connection.reconnect(same_node_first=True)
     return connection.reconnect()
+
+
+def _subscribe_tries(connection: MqttClient | FastClient) -> int:
+    """Connections in a row whose subscription may fail before the consumer gives up with the
+    last failure. One on a first connection to a single broker: a refusal there is the
+    broker's answer (an ACL), to report. Otherwise every node of the list at least, and
+    ``_RESUBSCRIBE_TRIES``: a NATS node refuses while JetStream elects leaders (and one
+    surviving node refused for minutes here while the others subscribed at once)."""
+    if len(connection.urls) == 1 and not connection.reconnects:
+        return 1
+    return max(len(connection.urls), _RESUBSCRIBE_TRIES)
+
+
+class _Outages:
+    """What the consumer's connections did so far, and what that means for the next one."""
+
+    def __init__(self, connection: MqttClient | FastClient) -> None:
+        self.connection = connection
+        self.failed_subscribes = 0  # connections in a row whose subscription failed
+        self.quick_losses = 0  # connections in a row that died at once (see _STABLE_S)
+        self.abandoned = False  # a session given up on a node that is up: connect there first
+
+    def backoff(self) -> float:
+        """Seconds to wait before the next connection: none unless they keep dying at once."""
+        if not self.quick_losses:
+            return 0.0
+        return float(min(_BACKOFF_CAP_S, _BACKOFF_INITIAL_S * 2 ** (self.quick_losses - 1)))
+
+    def dropped(self, err: SubscribeDroppedError) -> None:
+        """The broker closed the connection in answer to a SUBSCRIBE. It is back at once, so
+        wait as for a connection that died at once, and ask again under another client id,
+        on that node first.
+
+        Raises:
+            BrokerError: it kept doing so.
+        """
+        self.failed_subscribes += 1
+        self.quick_losses += 1
+        if self.failed_subscribes >= max(_subscribe_tries(self.connection), _RESUBSCRIBE_TRIES):
+            raise BrokerError(
+                err.url,
+                f"{err.reason}, {self.failed_subscribes} times in a row: is this user allowed "
+                "to subscribe to it (the broker's ACL)?",
+            ) from err
+        _abandon_session(self.connection, err)
+        self.abandoned = True
+
+    def lost(self, err: ConnectionLostError, lasted: float, delivered: bool) -> None:
+        """A connection was lost ``lasted`` seconds after it was made (0: while being made),
+        having ``delivered`` messages or not."""
+        _log.warning("consumer.connection_lost", reason=err.reason)
+        died_at_once = not delivered and lasted < _STABLE_S
+        self.quick_losses = self.quick_losses + 1 if died_at_once else 0
+        self.failed_subscribes = 0
+
+    def failed(self, err: BrokerError) -> None:
+        """A subscribe failed: refused, or unanswered. Another node may take it.
+
+        Raises:
+            BrokerError: ``err``, when it keeps failing (or at a lone broker's first refusal).
+        """
+        connection = self.connection
+        self.failed_subscribes += 1
+        if self.failed_subscribes >= _subscribe_tries(connection):
+            raise err
+        if connection.persistent and not isinstance(err, SubscribeRefusedError):
+            # Unanswered under a persistent session: the node cannot resume it.
+            _abandon_session(connection, err)
+            self.abandoned = True
+        else:  # a node still electing leaders (NATS JetStream) may refuse at first
+            _log.warning(
+                "consumer.resubscribe_failed"
+                if connection.reconnects
+                else "consumer.subscribe_refused",
+                broker=str(connection.url),
+                reason=err.reason,
+                next="another node" if len(connection.urls) > 1 else "the same broker",
+            )
 
 
 async def _run_through_failovers(
     runner: Runner, connection: MqttClient | FastClient, qos: int
 ) -> None:
     """Run ``runner`` on ``connection``, replacing it when lost, until the runner ends or is
-    stopped. A connection that keeps dying at once is replaced with a growing wait."""
-    failed_resubscribes = 0
-    quick_losses = 0  # connections in a row that died at once (see _STABLE_S)
+    stopped. A connection that keeps dying at once is replaced with a growing wait.
+
+    A subscription that fails (refused, unanswered, or answered by closing the connection)
+    moves the consumer to the next node of the list. A node that closes the connection in
+    answer to a subscription, or never answers it, under a persistent session will not serve
+    that session (RabbitMQ 3.10 keeps it on the node that died): the session is given up and
+    the consumer goes on with a clean one on that same node (``consumer.session_abandoned``).
+    """
+    outages = _Outages(connection)
     lost = False
-    abandoned = False  # a session given up on a node that is up: connect there again first
     loop = asyncio.get_running_loop()
     while True:
         reconnects = connection.reconnects
@@ -158,51 +248,44 @@ async def _run_through_failovers(
             if lost:
                 if runner.stopping:  # a stop while the connection was being lost
                     break
-                if quick_losses:
-                    wait = min(_BACKOFF_CAP_S, _BACKOFF_INITIAL_S * 2 ** (quick_losses - 1))
-                    _log.warning("consumer.reconnect_delayed", wait_s=wait, losses=quick_losses)
+                wait = outages.backoff()
+                if wait:
+                    _log.warning(
+                        "consumer.reconnect_delayed", wait_s=wait, losses=outages.quick_losses
+                    )
                     await _pause(runner, wait)
                     if runner.stopping:
                         break
                 # Inside the try: the fast client re-subscribes within reconnect(), so a
                 # node that refuses the subscription raises here, not in the runner.
-                await _unless_stopped(runner, _replacement(connection, abandoned))
+                await _unless_stopped(runner, _replacement(connection, outages.abandoned))
                 if runner.stopping:
                     break
-                lost = abandoned = False
+                lost = outages.abandoned = False
             up_since = loop.time()
             await runner.run(connection, qos=qos)
             break
+        except SubscribeDroppedError as err:  # before ConnectionLostError, which it is
+            outages.dropped(err)
         except ConnectionLostError as err:
             # The lanes and states live on; a persistent session gets what was queued,
             # a clean one re-subscribes and resynchronises from the retained snapshot.
-            _log.warning("consumer.connection_lost", reason=err.reason)
             lasted = 0.0 if up_since is None else loop.time() - up_since
-            died_at_once = runner.stats.received == received and lasted < _STABLE_S
-            quick_losses = quick_losses + 1 if died_at_once else 0
-            failed_resubscribes = 0
-            lost = True
+            outages.lost(err, lasted, runner.stats.received != received)
         except BrokerError as err:
             if lost and connection.reconnects == reconnects:
                 raise  # no node answered for max_outage: reconnect() gave up
-            # A subscribe failed on the node failed over to. The first connection's
-            # failure, or one that keeps failing, is an error to report.
-            failed_resubscribes += 1
-            if not connection.reconnects or failed_resubscribes > _RESUBSCRIBE_TRIES:
-                raise
-            if isinstance(connection, MqttClient) and connection.persistent:
-                # A node that cannot resume the session (RabbitMQ 3.10 keeps it on the
-                # lost node only, and a subscribe there hangs): go on with a clean one.
-                # The gap is reported and the state taken from the snapshot, on that same
-                # node: it is up, and on RabbitMQ 3.10 the retained snapshot is on the node
-                # the replayer publishes to, not on every node.
-                _log.warning(
-                    "consumer.session_abandoned", broker=str(connection.url), reason=err.reason
-                )
-                connection.start_clean()
-                abandoned = True
-            else:  # a node still electing leaders (NATS JetStream) may refuse at first
-                _log.warning(
-                    "consumer.resubscribe_failed", broker=str(connection.url), reason=err.reason
-                )
-            lost = True
+            outages.failed(err)
+        lost = True
+
+
+def _abandon_session(connection: MqttClient | FastClient, err: BrokerError) -> None:
+    """Go on with a clean session under a new client id, on the node that would not serve the
+    session (it is up, and on RabbitMQ 3.10 it may be the only node that holds the match's
+    retained snapshot, the replayer's). A persistent session given up is logged
+    ``consumer.session_abandoned``: the gap is reported and the state taken from the snapshot."""
+    if connection.persistent:
+        _log.warning("consumer.session_abandoned", broker=str(connection.url), reason=err.reason)
+    else:
+        _log.warning("consumer.client_id_refused", broker=str(connection.url), reason=err.reason)
+    connection.start_clean()

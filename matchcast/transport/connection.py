@@ -29,6 +29,7 @@ __all__ = [
     "ENV_KEY_PASSWORD",
     "ENV_PASSWORD",
     "ENV_USERNAME",
+    "SUBSCRIBE_DROP_WINDOW_S",
     "BrokerURL",
     "Protocol",
     "TLSOptions",
@@ -51,6 +52,10 @@ ENV_KEY_FILE = "MATCHCAST_KEY_FILE"
 #: Passphrase of an encrypted client key (without it, OpenSSL would prompt on the terminal).
 ENV_KEY_PASSWORD = "MATCHCAST_KEY_PASSWORD"  # noqa: S105 - the variable's name
 Protocol = Literal["auto", "5", "3.1.1"]
+#: A connection the broker closes within this many seconds of a SUBSCRIBE still unanswered was
+#: closed in answer to it (:class:`events.SubscribeDroppedError`; RabbitMQ 3.10 answers in
+#: milliseconds), not lost to something else that happened to come then. Both clients.
+SUBSCRIBE_DROP_WINDOW_S = 2.0
 
 
 def describe(urls: Sequence[BrokerURL]) -> str:

@@ -46,9 +46,22 @@ from typing import Literal, NamedTuple, Self
 import mqtt5
 import structlog
 
-from events import BrokerError, ConnectionLostError, Message, MessageProps, SubscribeRefusedError
+from events import (
+    BrokerError,
+    ConnectionLostError,
+    Message,
+    MessageProps,
+    SubscribeDroppedError,
+    SubscribeRefusedError,
+)
 from matchcast.transport import mqtt311
-from matchcast.transport.connection import BrokerURL, Protocol, WillSpec, connect_hint
+from matchcast.transport.connection import (
+    SUBSCRIBE_DROP_WINDOW_S,
+    BrokerURL,
+    Protocol,
+    WillSpec,
+    connect_hint,
+)
 from matchcast.transport.failover import (
     FAILOVER_CONNECT_TIMEOUT,
     Attempt,
@@ -146,7 +159,7 @@ class _Protocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.client._proto is self:
-            self.client._on_lost(exc)
+            self.client._on_lost(exc, by_broker=True)
 
     def pause_writing(self) -> None:
         if self.client._proto is self:
@@ -210,6 +223,7 @@ class FastClient:
         self.protocol_version: Literal["5", "3.1.1"] | None = None
         #: Whether the broker resumed a session of ours on the current connection.
         self.session_present = False
+        self._session_lost = False
         # A failover attempt on a list waits briefly for a node that stalls its CONNECT (NATS
         # while JetStream elects new leaders): the next node may answer at once.
         self._attempts = Attempts(
@@ -253,6 +267,8 @@ class FastClient:
         self._next_id = 0
         self._acks: dict[int, asyncio.Future[None]] = {}
         self._subacks: dict[int, asyncio.Future[list[int]]] = {}
+        #: Packet id -> the filter of a SUBSCRIBE awaiting its SUBACK, and when it was sent.
+        self._subscribing: dict[int, tuple[str, float]] = {}
         self._active: dict[str, int] = {}
         #: Filters restored at QoS 0 while their own QoS is asked for again (:meth:`_restore`).
         self._wanted: dict[str, int] = {}
@@ -533,7 +549,9 @@ class FastClient:
         assert self._loop is not None
         self._ping = self._loop.call_later(self.keepalive / 2, self._tick)
 
-    def _on_lost(self, exc: Exception | None) -> None:
+    def _on_lost(self, exc: Exception | None, *, by_broker: bool = False) -> None:
+        """The connection ended; ``by_broker``: the broker closed it (EOF, a reset, a v5
+        DISCONNECT), not our keepalive or a malformed packet."""
         if self._lost is not None and not self._lost.done():
             self._lost.set_result(None)
         if self._handshake:  # no connection yet: the attempt reports it
@@ -553,11 +571,23 @@ class FastClient:
         self._proto = None
         if self._ping is not None:
             self._ping.cancel()
+        if unexpected and by_broker:
+            self._fail_dropped_subscribes()
         self._fail_pending(self._error or BrokerError(str(self.url), "connection closed"))
         self._resume()
         self._wake()
         if unexpected:  # last: state first, so a failing log handler cannot leave readers hanging
             _log.warning("broker.connection_lost", broker=str(self.url), error=str(exc))
+
+    def _fail_dropped_subscribes(self) -> None:
+        """Fail each SUBSCRIBE sent just before the broker closed the connection with
+        :class:`events.SubscribeDroppedError`: the close was its answer."""
+        assert self._loop is not None
+        now = self._loop.time()
+        for pid, (topic_filter, sent) in self._subscribing.items():
+            sub = self._subacks.get(pid)
+            if sub is not None and not sub.done() and now - sent <= SUBSCRIBE_DROP_WINDOW_S:
+                sub.set_exception(SubscribeDroppedError(str(self.url), topic_filter))
 
     def _fail_pending(self, err: BrokerError) -> None:
         for fut in [*self._acks.values(), *(f for _, f in self._queued)]:
@@ -586,12 +616,37 @@ class FastClient:
             raise ConnectionLostError(str(self.url), "connection lost")
         await asyncio.Event().wait()
 
-    async def reconnect(self) -> None:
+    @property
+    def persistent(self) -> bool:
+        """True while connections ask the broker to resume the session (clean start off)."""
+        return not self.clean_start
+
+    @property
+    def session_lost(self) -> bool:
+        """True once :meth:`start_clean` gave up a persistent session: the runner reads it to
+        take a newer snapshot of each match it knows (consumers/_latejoin.py)."""
+        return self._session_lost
+
+    def start_clean(self) -> None:
+        """Connect with a clean session, under a client id of its own, from now on: the
+        broker will not serve a session under this client id (RabbitMQ 3.10 closes the
+        connection at every SUBSCRIBE under an id whose queue lives on a node that is down:
+        :class:`events.SubscribeDroppedError`). The original id keeps its session for when that
+        node returns. Reconnect with ``same_node_first``: the node that refused it is up."""
+        self._session_lost = self._session_lost or not self.clean_start
+        self.clean_start = True
+        self.client_id = failover_client_id(self._base_id)
+
+    async def reconnect(self, *, same_node_first: bool = False) -> None:
         """Replace a lost connection: the brokers in :class:`matchcast.transport.failover.Attempts`'
         order, with backoff and jitter; subscriptions restored where the broker kept no
-        session; then ``on_reconnect``.
+        session; then ``on_reconnect``. ``same_node_first`` asks the current node first: the
+        connection was given up, not lost (a session the node would not serve, see
+        :meth:`start_clean`).
 
         Raises:
+            SubscribeDroppedError: the new node closed the connection in answer to a
+                subscription restored.
             BrokerError: no broker for ``max_outage`` seconds.
         """
         generation = self._generation
@@ -617,6 +672,7 @@ class FastClient:
                 max_outage=self.max_outage,
                 give_up_reason=give_up_reason,
                 details=lambda: {"session_present": self.session_present},
+                current_first=same_node_first,
             )
             self.reconnects += 1
             self._generation += 1
@@ -808,11 +864,13 @@ class FastClient:
         self._active[topic_filter] = qos
 
     async def _send_subscribe(self, topic_filter: str, qos: int) -> None:
-        """One SUBSCRIBE and its SUBACK.
+        """One SUBSCRIBE and its SUBACK, waited for as long as a CONNACK (``connect_timeout``).
 
         Raises:
             SubscribeRefusedError: the broker refused it.
-            BrokerError: the connection is gone.
+            SubscribeDroppedError: the broker closed the connection in answer to it.
+            BrokerError: the connection is gone, or no SUBACK came in time (RabbitMQ 3.10 can
+                hold one under a client id whose queue is on a node that is down).
         """
         if self._closed:
             raise self._error or BrokerError(str(self.url), "not connected")
@@ -820,6 +878,7 @@ class FastClient:
         pid = self._packet_id()
         fut: asyncio.Future[list[int]] = self._loop.create_future()
         self._subacks[pid] = fut
+        self._subscribing[pid] = (topic_filter, self._loop.time())
         self._acks[pid] = self._loop.create_future()  # reserve the id
         if self._v5:
             flt = mqtt5.TopicFilter(topic_filter, max_qos=_QOS[qos])
@@ -827,9 +886,17 @@ class FastClient:
         else:
             self._write(mqtt311.Subscribe(pid, ((topic_filter, qos),)).encode())
         try:
-            codes = await fut
+            async with asyncio.timeout(self._timeout):
+                codes = await fut
+        except TimeoutError:
+            raise BrokerError(
+                str(self.url),
+                f"no SUBACK to a subscribe to {topic_filter!r} within {self._timeout:g}s",
+            ) from None
         finally:
+            self._subacks.pop(pid, None)
             self._acks.pop(pid, None)
+            self._subscribing.pop(pid, None)
         if any(c >= 0x80 for c in codes):
             raise SubscribeRefusedError(str(self.url), topic_filter, codes)
 
@@ -1119,7 +1186,9 @@ class FastClient:
             if sub is not None and not sub.done():
                 sub.set_result([int(c) for c in packet.reason_codes])
         elif isinstance(packet, mqtt5.DisconnectPacket):
-            self._on_lost(ConnectionError(f"broker disconnected: {packet.reason_code}"))
+            self._on_lost(
+                ConnectionError(f"broker disconnected: {packet.reason_code}"), by_broker=True
+            )
             if self._transport is not None:
                 self._transport.close()
         # PINGRESP and anything else: nothing to do.

@@ -33,9 +33,17 @@ from events import (
     Message,
     MessageProps,
     PublishRefusedError,
+    SubscribeDroppedError,
     SubscribeRefusedError,
 )
-from matchcast.transport.connection import BrokerURL, Protocol, WillSpec, connect_hint, describe
+from matchcast.transport.connection import (
+    SUBSCRIBE_DROP_WINDOW_S,
+    BrokerURL,
+    Protocol,
+    WillSpec,
+    connect_hint,
+    describe,
+)
 from matchcast.transport.failover import (
     FAILOVER_CONNECT_TIMEOUT,
     Attempt,
@@ -413,9 +421,9 @@ class MqttClient:
         node; with that node gone, a subscribe under the same client id hangs on any other,
         clean session or not. The original id keeps its session for when the node returns.
         Reconnect with ``same_node_first``: the node that could not resume it is up."""
+        self._session_lost = self._session_lost or not self._clean_start
         self._clean_start = True
-        self._session_lost = True
-        self.client_id = f"{self.client_id}-{uuid.uuid4().hex[:6]}"
+        self.client_id = failover_client_id(self._base_id)
 
     def _v311_only(self, key: tuple[str, int]) -> None:
         """Remember that this address speaks 3.1.1 only, and assume so of the other nodes of
@@ -587,13 +595,41 @@ class MqttClient:
         return None
 
     async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
-        """Subscribe and wait for the SUBACK.
+        """Subscribe and wait for the SUBACK, or for the connection to end first.
+
+        aiomqtt waits out its whole timeout for a SUBACK the broker answered by closing the
+        connection; the wait here ends with the connection.
 
         Raises:
-            BrokerError: the broker refused it or the connection is gone.
+            SubscribeDroppedError: the broker closed the connection in answer to it (RabbitMQ
+                3.10, for a client id whose queue lives on a node that is down).
+            SubscribeRefusedError: the broker refused it.
+            BrokerError: the connection is gone, or no SUBACK came in time.
         """
+        client = self._c
+        loop = asyncio.get_running_loop()
+        sent = loop.time()
+        lost = client._disconnected  # aiomqtt 2.x exposes no public signal for this
+        if lost.done():
+            raise ConnectionLostError(
+                str(self.url), f"subscribe to {topic_filter!r}: connection lost"
+            )
+        request = asyncio.ensure_future(client.subscribe(topic_filter, qos=qos))
+        waiting: set[asyncio.Future[Any]] = {request, lost}
         try:
-            result = await self._c.subscribe(topic_filter, qos=qos)
+            await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not request.done():
+                request.cancel()
+        if not request.done() or request.cancelled():
+            failure = lost.exception() if lost.done() and not lost.cancelled() else None
+            if failure is None:  # closed by us
+                raise BrokerError(str(self.url), f"subscribe to {topic_filter!r}: not connected")
+            if loop.time() - sent <= SUBSCRIBE_DROP_WINDOW_S:
+                raise SubscribeDroppedError(str(self.url), topic_filter) from failure
+            raise ConnectionLostError(str(self.url), f"connection lost: {failure}") from failure
+        try:
+            result = request.result()
         except aiomqtt.MqttError as err:
             raise BrokerError(
                 str(self.url), f"subscribe to {topic_filter!r} failed: {err}"

@@ -28,6 +28,8 @@ class _Flaky:
 
     def __init__(self) -> None:
         self.url = URL
+        self.urls = (URL,)
+        self.persistent = False
         self.reconnects = 0
         self.generation = 0
 
