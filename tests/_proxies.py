@@ -78,3 +78,26 @@ class PacketProxy:
             up_w.close()
             writer.close()
             self._tasks.discard(task)
+
+
+class QoS1Refuser(PacketProxy):
+    """Forwards MQTT 3.1.1 to a broker, but answers a QoS 1 SUBSCRIBE itself with SUBACK 0x80
+    while ``refusing`` (NATS while JetStream has no leader); QoS 0 ones go through."""
+
+    def __init__(self, upstream_port: int) -> None:
+        super().__init__(upstream_port)
+        self.refusing = True
+        self.subscribes: list[tuple[str, int, bool]] = []  # filter, QoS, refused
+
+    def client_packet(self, conn: Connection, first: int, start: int, packet: bytes) -> bool:
+        if first != 0x82:  # SUBSCRIBE: id, then (filter, QoS) pairs
+            return True
+        pid = int.from_bytes(packet[start : start + 2], "big")
+        size = int.from_bytes(packet[start + 2 : start + 4], "big")
+        flt = packet[start + 4 : start + 4 + size].decode()
+        qos = packet[start + 4 + size]
+        refused = self.refusing and qos > 0
+        self.subscribes.append((flt, qos, refused))
+        if refused:
+            conn.writer.write(mqtt311.SubAck(pid, (0x80,)).encode())
+        return not refused

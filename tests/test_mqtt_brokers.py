@@ -20,12 +20,12 @@ from matchcast.app import mqtt_client, run_replay
 from matchcast.cli.web import _control_sender
 from matchcast.load._nodes import NodeAssigner
 from matchcast.testbroker import Mosquitto, free_port, mosquitto_binary
-from matchcast.transport import mqtt, mqtt311
+from matchcast.transport import mqtt
 from matchcast.transport.connection import BrokerURL, WillSpec, broker_url_from
 from matchcast.transport.fastmqtt import FastClient
 from matchcast.transport.mqtt import MqttClient
 from simulator import ReplayOptions, resolve_matches
-from tests._proxies import Connection, PacketProxy
+from tests._proxies import QoS1Refuser
 
 pytestmark = pytest.mark.mosquitto
 
@@ -307,29 +307,6 @@ async def test_a_clean_session_fails_over_under_a_client_id_of_its_own(
         else:
             assert client.client_id.startswith("mctest-fixed-")
         await client.publish("mctest/renamed", b"x", qos=1)
-
-
-class QoS1Refuser(PacketProxy):
-    """Forwards MQTT 3.1.1 to a broker, but answers a QoS 1 SUBSCRIBE itself with SUBACK 0x80
-    while ``refusing`` (NATS while JetStream has no leader); QoS 0 ones go through."""
-
-    def __init__(self, upstream_port: int) -> None:
-        super().__init__(upstream_port)
-        self.refusing = True
-        self.subscribes: list[tuple[str, int, bool]] = []  # filter, QoS, refused
-
-    def client_packet(self, conn: Connection, first: int, start: int, packet: bytes) -> bool:
-        if first != 0x82:  # SUBSCRIBE: id, then (filter, QoS) pairs
-            return True
-        pid = int.from_bytes(packet[start : start + 2], "big")
-        size = int.from_bytes(packet[start + 2 : start + 4], "big")
-        flt = packet[start + 4 : start + 4 + size].decode()
-        qos = packet[start + 4 + size]
-        refused = self.refusing and qos > 0
-        self.subscribes.append((flt, qos, refused))
-        if refused:
-            conn.writer.write(mqtt311.SubAck(pid, (0x80,)).encode())
-        return not refused
 
 
 async def test_a_qos1_subscription_refused_after_a_failover_goes_on_at_qos0_until_granted(

@@ -10,8 +10,8 @@ import asyncio
 import contextlib
 import datetime as dt
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, Literal
 
 import structlog
 
@@ -21,6 +21,7 @@ from events import (
     ControlCommandError,
     ControlReply,
     MessageProps,
+    SubscribeRefusedError,
     Topics,
     decode_command,
     encode_control,
@@ -33,6 +34,10 @@ from simulator import Clock, Match, Recording, Replayer, ReplayOptions, ReplayRe
 __all__ = ["ControlService", "run_replay", "status_payload"]
 
 _log = structlog.get_logger("matchcast.app")
+
+#: A control subscription refused at QoS 1 is asked for again after this, doubling to the max.
+CONTROL_RETRY_S = 0.5
+CONTROL_RETRY_MAX_S = 10.0
 
 
 def status_payload(
@@ -243,11 +248,70 @@ class _StatusTopic:
         )
 
     async def announce(self, client: MqttClient) -> None:
-        """On a (new) connection: listen for commands, say ``online``, wake the service."""
-        await client.subscribe(self.control_topic, qos=1)
+        """On a (new) connection: listen for commands, say ``online``, wake the service.
+
+        A control subscription the broker refuses does not stop the replay, nor the status: a
+        NATS node refuses a QoS 1 SUBSCRIBE while JetStream elects its leaders (one surviving
+        node refused for minutes in a newcomer's run, and ``control status`` then said no
+        replayer was online for the rest of the replay). The replayer listens at QoS 0 where
+        that is granted, and asks for QoS 1 again beside the replay until granted or the
+        connection is replaced (:meth:`_listen_again`).
+
+        Raises:
+            BrokerError: the connection failed, or the status was not taken.
+        """
+        connection = client.reconnects
+        granted = await self._listen(client)
         await self.say(client)
         if self.service is not None:
             self.service.reconnected.set()
+        if granted != 1:
+            self._beside(self._listen_again(client, connection), "listen")
+
+    async def _listen(self, client: MqttClient) -> int | None:
+        """Subscribe to the control topic at QoS 1, else 0: the QoS granted (None: neither)."""
+        for qos in (1, 0):
+            try:
+                await client.subscribe(self.control_topic, qos=qos)
+            except SubscribeRefusedError as err:
+                _log.warning(
+                    "replayer.control_refused",
+                    replayer_id=self.replayer_id,
+                    broker=str(client.url),
+                    qos=qos,
+                    reason=err.reason,
+                )
+                continue
+            if qos < 1:
+                _log.info("replayer.control_degraded", replayer_id=self.replayer_id, qos=qos)
+            return qos
+        return None
+
+    async def _listen_again(self, client: MqttClient, connection: int) -> None:
+        """Ask for the control topic at QoS 1 again, with a growing wait, until granted or
+        the connection (number ``connection``) is replaced: the next one announces anew."""
+        wait = CONTROL_RETRY_S
+        tries = 1
+        while client.reconnects == connection:
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, CONTROL_RETRY_MAX_S)
+            tries += 1
+            try:
+                await client.subscribe(self.control_topic, qos=1)
+            except SubscribeRefusedError:
+                continue
+            except BrokerError:
+                return  # the connection is gone: the reconnect announces anew
+            _log.info(
+                "replayer.control_subscribed", replayer_id=self.replayer_id, qos=1, tries=tries
+            )
+            return
+
+    def _beside(self, work: Coroutine[Any, Any, None], what: str) -> None:
+        """Run ``work`` beside the replay, until it ends or :meth:`stop_announcing`."""
+        task = asyncio.create_task(work, name=f"{what}-{self.replayer_id}")
+        self._announcing.add(task)
+        task.add_done_callback(self._announcing.discard)
 
     async def announce_again(self, client: MqttClient) -> None:
         """:meth:`announce` after a failover, in the background and best effort: a node whose
@@ -256,11 +320,7 @@ class _StatusTopic:
         at once. The replay resumes as soon as it is connected; this follows beside it."""
         # An earlier one still under way is left to end: on RabbitMQ its subscribe fails with
         # the connection that node drops, and its failure gives the client a fresh client id.
-        task = asyncio.create_task(
-            self._announce_again(client), name=f"announce-{self.replayer_id}"
-        )
-        self._announcing.add(task)
-        task.add_done_callback(self._announcing.discard)
+        self._beside(self._announce_again(client), "announce")
 
     def stop_announcing(self) -> None:
         """Cancel the announcements still under way (the replay is over)."""

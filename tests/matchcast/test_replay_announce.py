@@ -12,8 +12,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from events import Topics
+import pytest
+from structlog.testing import capture_logs
+
+import matchcast.app.replay as replay_module
+from events import SubscribeRefusedError, Topics
+from matchcast.app import run_replay
+from matchcast.app.control import send_command
 from matchcast.app.replay import _StatusTopic
+from matchcast.transport.connection import BrokerURL
+from simulator import ReplayOptions, resolve_matches
+from tests._proxies import QoS1Refuser
 
 
 class _SlowNode:
@@ -24,6 +33,7 @@ class _SlowNode:
         self.subscribing = asyncio.Event()
         self.published: list[str] = []
         self.started_clean = False
+        self.reconnects = 1
 
     async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
         self.subscribing.set()
@@ -61,3 +71,96 @@ async def test_an_announcement_still_under_way_at_the_end_is_cancelled() -> None
     await asyncio.sleep(0)
     assert not status._announcing
     assert node.published == [Topics(root="t-announce").status("r1")]  # the offline status
+
+
+class _RefusingNode:
+    """Refuses a QoS 1 subscription ``refusals`` times, grants QoS 0; takes publishes."""
+
+    def __init__(self, refusals: int) -> None:
+        self.url = "mqtt://node"
+        self.reconnects = 1
+        self.refusals = refusals
+        self.subscribes: list[int] = []
+        self.published: list[str] = []
+
+    async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
+        self.subscribes.append(qos)
+        if qos == 1 and self.refusals:
+            self.refusals -= 1
+            raise SubscribeRefusedError(self.url, topic_filter, [0x80])
+
+    async def publish(self, topic: str, payload: bytes, **_: Any) -> None:
+        self.published.append(topic)
+
+    def start_clean(self) -> None:
+        raise AssertionError("a refusal is no reason for a new client id")
+
+
+async def test_a_refused_control_subscription_is_asked_for_again_until_granted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A newcomer's NATS run: the replayer's control subscription was refused after its
+    failover and never asked for again, so ``control status`` said no replayer was online for
+    the rest of the replay. It listens at QoS 0 meanwhile and asks for QoS 1 again."""
+    monkeypatch.setattr(replay_module, "CONTROL_RETRY_S", 0.01)
+    topics = Topics(root="t-announce")
+    status = _StatusTopic(topics, "r1", ["m1"])
+    node = _RefusingNode(refusals=3)
+    with capture_logs() as logs:
+        async with asyncio.timeout(10):  # a hang guard
+            await status.announce_again(node)  # type: ignore[arg-type]
+            while not any(e["event"] == "replayer.control_subscribed" for e in logs):
+                await asyncio.sleep(0.01)
+    assert node.subscribes == [1, 0, 1, 1, 1]
+    assert node.published == [topics.status("r1")], "online said at once, granted or not"
+    said = [e["event"] for e in logs if e["event"].startswith("replayer.control")]
+    assert said == [
+        "replayer.control_refused",
+        "replayer.control_degraded",
+        "replayer.control_subscribed",
+    ]
+    await asyncio.sleep(0)  # the task's done callback
+    assert not status._announcing
+
+
+async def test_a_replay_whose_control_subscription_is_refused_plays_and_takes_commands(
+    mosquitto_url: BrokerURL, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A refusal at the start ended the replay with the error; the replay now goes on, takes
+    commands at QoS 0 meanwhile, and at QoS 1 once granted."""
+    monkeypatch.setattr(replay_module, "CONTROL_RETRY_S", 0.05)
+    monkeypatch.setattr(replay_module, "CONTROL_RETRY_MAX_S", 0.2)
+    topics = Topics(root="t-announce-refused")
+    semi = resolve_matches("semifinal")[0]
+    async with QoS1Refuser(mosquitto_url.port) as refuser:
+        through = BrokerURL("127.0.0.1", refuser.port)
+        ready = asyncio.Event()
+        options = ReplayOptions(speed=20.0, break_seconds=0.2, topics=topics)
+        with capture_logs() as logs:
+            async with asyncio.timeout(60), asyncio.TaskGroup() as tg:
+                replay = tg.create_task(
+                    run_replay(
+                        [semi],
+                        through,
+                        options,
+                        replayer_id="refused",
+                        protocol="3.1.1",
+                        on_ready=lambda _r: ready.set(),
+                    )
+                )
+                await ready.wait()
+                paused = await send_command(mosquitto_url, "pause", topics=topics)
+                assert paused.state == "paused"
+                refuser.refusing = False
+                while not any(e["event"] == "replayer.control_subscribed" for e in logs):
+                    await asyncio.sleep(0.05)
+                stopped = await send_command(mosquitto_url, "stop", topics=topics)
+                assert stopped.state == "stopped"
+                (report,) = await replay
+    control = topics.control("refused")
+    assert [s for s in refuser.subscribes if s[0] == control][:2] == [
+        (control, 1, True),
+        (control, 0, False),
+    ]
+    assert refuser.subscribes[-1] == (control, 1, False)
+    assert report.final_state is not None and report.final_state.status == "stopped"
