@@ -19,6 +19,7 @@ into a failure instead of a skip.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -504,3 +505,46 @@ class Boot(Generic[C]):
         """Wait for the boot to end, then stop every node."""
         self._thread.join()
         self.cluster.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests._clusters nats|rabbitmq``: a cluster of the tests' own, to try
+    matchcast on by hand (docs/cluster.md). Prints the broker list and how to kill each node,
+    and runs until Ctrl-C (or SIGTERM), which stops every node and removes the cluster's
+    directory, during the boot too."""
+    parser = argparse.ArgumentParser(
+        prog="python -m tests._clusters",
+        description="A 3-node cluster of the tests' own on loopback ports, until Ctrl-C.",
+    )
+    parser.add_argument("engine", choices=["nats", "rabbitmq"])
+    args = parser.parse_args(argv)
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)
+    cluster: Cluster = NatsCluster() if args.engine == "nats" else RabbitCluster()
+    print(f"starting a 3-node {args.engine} cluster in {cluster.root} ...", flush=True)
+    try:
+        try:
+            cluster.start()
+        except RuntimeError as err:
+            print(f"error: {err}", flush=True)
+            return 1
+        print(f"export MATCHCAST_BROKER={cluster.broker_list}")
+        for node in cluster.nodes:
+            assert node.proc is not None
+            print(f"  {node.name}: {node.url}  (to kill it: kill -9 -- -{node.proc.pid})")
+        print("Ctrl-C stops the cluster and removes its directory.", flush=True)
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopping the cluster ...", flush=True)
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -577,7 +577,11 @@ class FastClient:
         self._resume()
         self._wake()
         if unexpected:  # last: state first, so a failing log handler cannot leave readers hanging
-            _log.warning("broker.connection_lost", broker=str(self.url), error=str(exc))
+            _log.warning(
+                "broker.connection_lost",
+                broker=str(self.url),
+                error=str(exc) if exc else "closed by the broker",
+            )
 
     def _fail_dropped_subscribes(self) -> None:
         """Fail each SUBSCRIBE sent just before the broker closed the connection with
