@@ -270,6 +270,7 @@ class _FakeClient:
         self.url = url
         self.will = will
         self.protocol_version = "5"
+        self.reconnects = 0
         self.sent: list[tuple[str, bytes, int, bool, MessageProps | None]] = []
         self.made.append(self)
 
