@@ -17,6 +17,7 @@ Then it checks the replay finished 2-1 and prints each round and min/median/max.
 
     python benchmarks/failover_bench.py --engine nats --rounds 5
     python benchmarks/failover_bench.py --engine rabbitmq --rounds 2   # 3 nodes: a node each
+    python benchmarks/failover_bench.py --engine rabbitmq --rounds 2 --session  # consume --session
     python benchmarks/failover_bench.py --engine mosquitto --rounds 5   # two lone brokers: the
                                                                           # client-side cost only
 
@@ -147,8 +148,17 @@ async def one_round(brokers: Brokers, args: argparse.Namespace, number: int) -> 
     out = Round()
     async with asyncio.timeout(args.round_timeout), asyncio.TaskGroup() as tg:
         observer = tg.create_task(_observe(urls[1], topics, observed))
+        session: dict[str, Any] = {}
+        if args.session:  # `consume --session`: on RabbitMQ it dies with node 1, and is given up
+            session = {
+                "client_id": f"fobench-session-{topics.root}",
+                "clean_start": False,
+                "session_expiry": 600,
+            }
         watch = tg.create_task(
-            run_watch(urls, [], runner=runner, until_finished={SEMI.match_id}, client="fast")
+            run_watch(
+                urls, [], runner=runner, until_finished={SEMI.match_id}, client="fast", **session
+            )
         )
         await runner.subscribed.wait()
         await asyncio.sleep(0.5)  # the observer's SUBSCRIBE is out
@@ -223,6 +233,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--settle-s", type=float, default=3.0, help="after restarting the node")
     ap.add_argument("--drain-s", type=float, default=20.0)
     ap.add_argument("--round-timeout", type=float, default=180.0)
+    ap.add_argument("--session", action="store_true", help="the consumer with a persistent session")
     ap.add_argument("-v", "--verbose", action="store_true", help="show the clients' warnings")
     args = ap.parse_args(argv)
     # Quiet: the clients' warnings (broker.failed_over, ...) are expected here.
@@ -235,7 +246,11 @@ def main(argv: list[str]) -> int:
         rounds = asyncio.run(_rounds(brokers, args))
     finally:
         brokers.stop()
-    print(f"{args.engine}, {args.rounds} rounds, semi-final at {args.speed:g}x, SIGKILL of node 1:")
+    consumer = "a session consumer" if args.session else "a clean consumer"
+    print(
+        f"{args.engine}, {args.rounds} rounds, semi-final at {args.speed:g}x, {consumer}, "
+        "SIGKILL of node 1:"
+    )
     print("  " + _figures("replayer publishing again", [r.replayer for r in rounds]))
     print("  " + _figures("consumer handling new events again", [r.consumer for r in rounds]))
     finals = {r.final for r in rounds}

@@ -66,25 +66,21 @@ class TerminalView:
 
     def _on_event(self, event: Event, state: MatchState) -> None:
         self.board.states[state.match_id] = state
-        self._offline.pop(state.match_id, None)  # events again: a replayer runs it
+        if state.match_id in self._offline:  # events again: a replayer runs it
+            del self._offline[state.match_id]
+            self._say(f"{'':<7}REPLAYER ONLINE  {state.match_id}")
         if isinstance(event, Possession):
             end = event.clock.label
             span = f"{event.since.label}-{end}" if event.since else f"to {end}"
             self._possession_span[state.match_id] = span
         line = commentary(event, state)
         if line is not None:
-            line = printable(line)  # names on the wire may hold terminal controls
-            self._ticker.append(line)
-            if not self.interactive:
-                self.console.print(line, highlight=False, markup=False)
+            self._say(printable(line))  # names on the wire may hold terminal controls
         self._refresh()
 
     def _on_state(self, state: MatchState) -> None:
         self.board.states[state.match_id] = state
-        line = printable(f"{'':<7}JOINED  {state.scoreline}  ({state.display_clock})")
-        self._ticker.append(line)
-        if not self.interactive:
-            self.console.print(line, highlight=False, markup=False)
+        self._say(printable(f"{'':<7}JOINED  {state.scoreline}  ({state.display_clock})"))
         self._refresh()
 
     def replayer_status(self, match_id: str, status: str) -> None:
@@ -97,11 +93,14 @@ class TerminalView:
                 del self._offline[next(iter(self._offline))]
         state = self.board.states.get(match_id)
         if was != (status == "offline") and state is not None and state.status in _RUNNING:
-            line = f"{'':<7}REPLAYER {status.upper()}  {match_id}"
-            self._ticker.append(line)
-            if not self.interactive:
-                self.console.print(line, highlight=False, markup=False)
+            self._say(f"{'':<7}REPLAYER {status.upper()}  {match_id}")
         self._refresh()
+
+    def _say(self, line: str) -> None:
+        """A line of the ticker (printed at once where the output is no terminal)."""
+        self._ticker.append(line)
+        if not self.interactive:
+            self.console.print(line, highlight=False, markup=False)
 
     def _refresh(self) -> None:
         if self._live is not None:

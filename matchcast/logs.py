@@ -91,6 +91,29 @@ def configure_logging(
         logging.getLogger(noisy).setLevel(
             logging.CRITICAL if level > logging.DEBUG else logging.DEBUG
         )
+    paho = logging.getLogger("mqtt")  # aiomqtt's logger, which paho logs through
+    for earlier in [f for f in paho.filters if isinstance(f, _SocketErrorsAsDebug)]:
+        paho.removeFilter(earlier)
+    paho.addFilter(_SocketErrorsAsDebug(shown=level <= logging.DEBUG))
+
+
+class _SocketErrorsAsDebug(logging.Filter):
+    """paho logs a lost socket as an error (``failed to receive on socket: [Errno 104]
+    Connection reset by peer``) beside matchcast's own warning for the same loss
+    (``broker.connection_lost``, ``replay.connection_lost``), which says what happens next: a
+    newcomer's failover run read the library's line as a failure. It is kept, as debug."""
+
+    _PREFIXES = ("failed to receive on socket", "timeout on socket")
+
+    def __init__(self, *, shown: bool) -> None:
+        super().__init__()
+        self.shown = shown  # logging at debug level (-v -v)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and str(record.msg).startswith(self._PREFIXES):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return self.shown
+        return True
 
 
 class _LibraryHandler(logging.StreamHandler):  # type: ignore[type-arg]

@@ -101,3 +101,21 @@ class QoS1Refuser(PacketProxy):
         if refused:
             conn.writer.write(mqtt311.SubAck(pid, (0x80,)).encode())
         return not refused
+
+
+class SubscribeCloser(PacketProxy):
+    """Forwards MQTT 3.1.1 to a broker, but closes the connection at a SUBSCRIBE under the
+    client id ``refused`` (exactly: not one that starts with it), as RabbitMQ 3.10 does under a
+    client id whose subscription queue is on a node that is down."""
+
+    def __init__(self, upstream_port: int, refused: str) -> None:
+        super().__init__(upstream_port)
+        self.refused = refused
+        self.closed = 0
+
+    def client_packet(self, conn: Connection, first: int, start: int, packet: bytes) -> bool:
+        if first == 0x82 and conn.client_id == self.refused:
+            self.closed += 1
+            conn.writer.transport.abort()
+            return False
+        return True

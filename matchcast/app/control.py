@@ -36,7 +36,7 @@ from events import (
     encode_control,
     parse_minute,
 )
-from matchcast.transport.connection import BrokerURL, Protocol
+from matchcast.transport.connection import READER_QOS, BrokerURL, Protocol
 from matchcast.transport.mqtt import MqttClient
 
 __all__ = [
@@ -85,9 +85,9 @@ async def find_replayers(
     """The replayers whose retained status says online, by id (``inbox``: what ``client``
     receives). The ``named`` replayer's status is also asked for by its exact topic: a broker
     that gives wildcards no retained messages (RabbitMQ 3.10) sends it only there."""
-    await client.subscribe(topics.status("+"), qos=1)
+    await client.subscribe(topics.status("+"), qos=READER_QOS)
     if named is not None:
-        await client.subscribe(topics.status(named), qos=1)
+        await client.subscribe(topics.status(named), qos=READER_QOS)
     found: dict[str, ReplayerStatus] = {}
     skipped = 0
     loop = asyncio.get_running_loop()
@@ -271,7 +271,7 @@ async def _exchange(
         raise ControlError(f"no replayer {replayer_id!r} is online (online: {known})")
     reply_topic = topics.reply(replayer_id, request_id)
     command = make_command(action, argument, match, request_id, reply_topic)
-    await client.subscribe(reply_topic, qos=1)
+    await client.subscribe(reply_topic, qos=READER_QOS)
     refusal = await client.publish_refusal(
         topics.control(replayer_id),
         encode_control(command),

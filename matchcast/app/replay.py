@@ -18,9 +18,11 @@ import structlog
 from events import (
     CONTENT_TYPE,
     BrokerError,
+    ConnectionLostError,
     ControlCommandError,
     ControlReply,
     MessageProps,
+    SubscribeDroppedError,
     SubscribeRefusedError,
     Topics,
     decode_command,
@@ -35,7 +37,8 @@ __all__ = ["ControlService", "run_replay", "status_payload"]
 
 _log = structlog.get_logger("matchcast.app")
 
-#: A control subscription refused at QoS 1 is asked for again after this, doubling to the max.
+#: A control subscription refused at QoS 1, or a status not taken, is asked for again after
+#: this, doubling to the max.
 CONTROL_RETRY_S = 0.5
 CONTROL_RETRY_MAX_S = 10.0
 
@@ -250,23 +253,54 @@ class _StatusTopic:
     async def announce(self, client: MqttClient) -> None:
         """On a (new) connection: listen for commands, say ``online``, wake the service.
 
-        A control subscription the broker refuses does not stop the replay, nor the status: a
-        NATS node refuses a QoS 1 SUBSCRIBE while JetStream elects its leaders (one surviving
-        node refused for minutes in a newcomer's run, and ``control status`` then said no
-        replayer was online for the rest of the replay). The replayer listens at QoS 0 where
-        that is granted, and asks for QoS 1 again beside the replay until granted or the
-        connection is replaced (:meth:`_listen_again`).
+        Neither a control subscription the broker refuses nor a status it does not take stops
+        the replay: a NATS node refuses a QoS 1 SUBSCRIBE, and times out a retained publish,
+        while JetStream elects its leaders (one surviving node refused for minutes in a
+        newcomer's run; ``control status`` then said no replayer was online, and ``watch``
+        showed the replayer offline, from the will of the connection that node had dropped,
+        for the rest of the replay). The replayer listens at QoS 0 where that is granted and
+        asks for QoS 1 again beside the replay until granted (:meth:`_listen_again`); a status
+        not taken is published again beside the replay until taken (:meth:`_say_again`), each
+        until the connection is replaced, whose own announcement takes over.
 
         Raises:
-            BrokerError: the connection failed, or the status was not taken.
+            ConnectionLostError: the connection failed (:class:`events.SubscribeDroppedError`:
+                in answer to the control subscription).
         """
         connection = client.reconnects
         granted = await self._listen(client)
-        await self.say(client)
+        try:
+            await self.say(client)
+        except ConnectionLostError:
+            raise
+        except BrokerError as err:
+            _log.warning(
+                "replayer.status_not_published",
+                replayer_id=self.replayer_id,
+                reason=err.reason,
+                then="asked again beside the replay",
+            )
+            self._beside(self._say_again(client, connection), "say")
         if self.service is not None:
             self.service.reconnected.set()
         if granted != 1:
             self._beside(self._listen_again(client, connection), "listen")
+
+    async def _say_again(self, client: MqttClient, connection: int) -> None:
+        """Publish the status again, with a growing wait, until the broker takes it or the
+        connection (number ``connection``) is replaced."""
+        wait = CONTROL_RETRY_S
+        tries = 1
+        while client.reconnects == connection:
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, CONTROL_RETRY_MAX_S)
+            tries += 1
+            try:
+                await self.say(client)
+            except BrokerError:
+                continue
+            _log.info("replayer.status_published", replayer_id=self.replayer_id, tries=tries)
+            return
 
     async def _listen(self, client: MqttClient) -> int | None:
         """Subscribe to the control topic at QoS 1, else 0: the QoS granted (None: neither)."""
@@ -331,12 +365,10 @@ class _StatusTopic:
         try:
             await self.announce(client)
         except BrokerError as err:
-            _log.warning(
-                "replayer.status_not_published", replayer_id=self.replayer_id, reason=err.reason
-            )
-            # RabbitMQ 3.10 keeps a client id's subscription queue on the node that died: a
-            # subscribe under that id (the control topic) hangs on any other node, which then
-            # drops the connection. The next connection takes a client id of its own.
+            _log.warning("replayer.not_announced", replayer_id=self.replayer_id, reason=err.reason)
+            # RabbitMQ 3.10 keeps a client id's subscription queue on the node that died: its
+            # other nodes close the connection at a subscribe under that id (the control
+            # topic). The next connection takes a client id of its own.
             client.start_clean()
 
     async def publish_changes(self, client: MqttClient) -> None:
@@ -442,7 +474,15 @@ async def run_replay(
             client, replayer, replayer_id, options.topics, say_status=lambda: status.say(client)
         )
         status.replayer, status.service = replayer, service
-        await status.announce(client)
+        try:
+            await status.announce(client)
+        except SubscribeDroppedError as err:
+            # RabbitMQ 3.10, a replayer id whose last connection was on a node now down: its
+            # other nodes close the connection at a subscribe under that client id. Go on
+            # under one of its own; the reconnect announces the replayer (on_reconnect).
+            _log.warning("replayer.client_id_refused", replayer_id=replayer_id, reason=err.reason)
+            client.start_clean()
+            await client.reconnect(same_node_first=True)
         if on_ready is not None:
             on_ready(replayer)
         try:

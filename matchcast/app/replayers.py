@@ -21,8 +21,15 @@ from typing import Literal
 import structlog
 
 from consumers import MAX_MATCHES, listed_matches
-from events import BrokerError, DecodeError, ReplayerStatus, Topics, decode_status
-from matchcast.transport.connection import BrokerURL, Protocol
+from events import (
+    BrokerError,
+    ConnectionLostError,
+    DecodeError,
+    ReplayerStatus,
+    Topics,
+    decode_status,
+)
+from matchcast.transport.connection import READER_QOS, BrokerURL, Protocol
 from matchcast.transport.mqtt import MqttClient
 
 __all__ = ["ReplayerBook", "follow_replayers"]
@@ -86,22 +93,39 @@ async def follow_replayers(
 ) -> None:
     """Call ``on_change(match_id, status)`` when the status of a match's replayer changes
     (see :class:`ReplayerBook`), retained statuses first, until cancelled. Best effort: an
-    unreadable status is skipped, and a lost connection ends the following (logged), never
-    the caller."""
+    unreadable status is skipped; a lost connection is replaced (the client's failover over
+    the list) and the statuses read afresh; a broker that stays away, or refuses the
+    subscription, ends the following (logged), never the caller."""
     book = ReplayerBook()
     try:
         status_id = f"matchcast-status-{uuid.uuid4().hex[:8]}"
         async with MqttClient(url, client_id=status_id, protocol=protocol) as c:
-            await c.subscribe(topics.status(), qos=1)
-            async for message in c.messages():
-                if not message.payload:
-                    continue  # a cleared status
+            while True:
                 try:
-                    status = decode_status(message.payload, topic=message.topic)
-                except DecodeError as err:
-                    _log.info("replayer_status.rejected", topic=message.topic, reason=err.reason)
-                    continue
-                for match_id, said in book.update(status):
-                    on_change(match_id, said)
+                    await _read_statuses(c, topics, book, on_change)
+                except ConnectionLostError as err:
+                    _log.info("replayer_status.reconnecting", reason=err.reason)
+                    await c.reconnect()
+                else:
+                    return  # closed by us
     except BrokerError as err:
         _log.warning("replayer_status.lost", reason=str(err))
+
+
+async def _read_statuses(
+    client: MqttClient,
+    topics: Topics,
+    book: ReplayerBook,
+    on_change: Callable[[str, Status], None],
+) -> None:
+    await client.subscribe(topics.status(), qos=READER_QOS)
+    async for message in client.messages():
+        if not message.payload:
+            continue  # a cleared status
+        try:
+            status = decode_status(message.payload, topic=message.topic)
+        except DecodeError as err:
+            _log.info("replayer_status.rejected", topic=message.topic, reason=err.reason)
+            continue
+        for match_id, said in book.update(status):
+            on_change(match_id, said)

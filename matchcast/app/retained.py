@@ -41,7 +41,7 @@ from events import (
     decode_state,
     decode_status,
 )
-from matchcast.transport.connection import BrokerURL, Protocol, describe
+from matchcast.transport.connection import READER_QOS, BrokerURL, Protocol, describe
 from matchcast.transport.mqtt import MqttClient
 
 __all__ = ["RetainedScan", "RetainedTopic", "clear_retained", "find_retained", "scan_retained"]
@@ -139,7 +139,7 @@ async def _subscribe(client: MqttClient, topic_filter: str) -> None:
     """
     for attempt in range(1, SUBSCRIBE_TRIES + 1):
         try:
-            await client.subscribe(topic_filter, qos=1)
+            await client.subscribe(topic_filter, qos=READER_QOS)
         except SubscribeRefusedError as err:
             if attempt == SUBSCRIBE_TRIES:
                 raise

@@ -29,6 +29,7 @@ __all__ = [
     "ENV_KEY_PASSWORD",
     "ENV_PASSWORD",
     "ENV_USERNAME",
+    "READER_QOS",
     "SUBSCRIBE_DROP_WINDOW_S",
     "BrokerURL",
     "Protocol",
@@ -56,6 +57,13 @@ Protocol = Literal["auto", "5", "3.1.1"]
 #: closed in answer to it (:class:`events.SubscribeDroppedError`; RabbitMQ 3.10 answers in
 #: milliseconds), not lost to something else that happened to come then. Both clients.
 SUBSCRIBE_DROP_WINDOW_S = 2.0
+#: The QoS of a short-lived reader's subscriptions: ``control``'s search for replayers and its
+#: reply, the replayer-status follower of ``watch`` and ``web``, ``clear``'s search. A reader
+#: that keeps no session gains nothing from QoS 1 on one connection but an acknowledgement per
+#: message; on NATS a QoS 1 subscription is a JetStream consumer, refused while JetStream is
+#: unsettled after a node loss (5 ``control status`` of 10 failed so in a newcomer's run, for
+#: minutes), where a QoS 0 one is served at once. Retained messages reach it all the same.
+READER_QOS = 0
 
 
 def describe(urls: Sequence[BrokerURL]) -> str:

@@ -104,6 +104,9 @@ async def test_a_match_whose_replayer_went_offline_says_so_until_events_come_aga
         assert "REPLAYER OFFLINE" in _screen(view)
         await h.send(events[8])
         assert "replayer offline" not in _screen(view)
+        # The ticker says it too: where the output is no terminal, the OFFLINE line stood
+        # alone for good after a replayer's failover (a newcomer's NATS run).
+        assert "REPLAYER ONLINE" in _screen(view)
         await h.send(*events[9:])
         view.replayer_status(events[0].match_id, "offline")
     assert "replayer offline" not in _screen(view)  # finished: nothing is missing

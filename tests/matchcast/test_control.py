@@ -24,6 +24,7 @@ from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
 from simulator import Replayer, ReplayOptions, expand, resolve_matches, wall_offsets
 from tests._fakes import ManualClock
+from tests._proxies import QoS1Refuser
 
 pytestmark = pytest.mark.mosquitto
 
@@ -449,3 +450,33 @@ async def test_many_forged_statuses_cost_control_bounded_memory() -> None:
     assert {len(s.matches) for s in found.values()} == {MAX_DISCOVERED_PER_STATUS}
     [skipped] = [e for e in logs if e["event"] == "status.too_many"]
     assert skipped["skipped"] == 5
+
+
+async def test_control_reaches_a_replayer_through_a_node_that_refuses_qos1_subscriptions(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    """A newcomer's NATS run: a surviving node refused QoS 1 subscriptions for minutes after a
+    node loss (JetStream), and 5 ``control status`` of 10 failed with the refusal. control's
+    subscriptions (the status search, the reply) are QoS 0, which such a node serves."""
+    ready = asyncio.Event()
+    options = ReplayOptions(speed=20.0, break_seconds=0.2, topics=topics)
+    async with QoS1Refuser(mosquitto_url.port) as refuser, asyncio.timeout(60):
+        through = BrokerURL("127.0.0.1", refuser.port)
+        async with asyncio.TaskGroup() as tg:
+            replay = tg.create_task(
+                run_replay(
+                    [SEMI],
+                    mosquitto_url,
+                    options,
+                    replayer_id="ctl-refused",
+                    on_ready=lambda _r: ready.set(),
+                )
+            )
+            await ready.wait()
+            status = await send_command(through, "status", topics=topics, protocol="3.1.1")
+            assert (status.replayer_id, status.state) == ("ctl-refused", "playing")
+            stopped = await send_command(through, "stop", topics=topics, protocol="3.1.1")
+            assert stopped.state == "stopped"
+            await replay
+    assert refuser.subscribes, "the commands went through the refusing node"
+    assert all(not refused for _, _, refused in refuser.subscribes)

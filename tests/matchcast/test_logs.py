@@ -74,3 +74,23 @@ def test_library_info_stays_quiet_unless_debugging(out: io.StringIO) -> None:
     configure_logging("json", "INFO", stream=out)
     logging.getLogger("aiohttp.access").info("GET / 200")
     assert out.getvalue() == ""
+
+
+def test_pahos_lost_socket_line_is_debug_not_an_error(out: io.StringIO) -> None:
+    """A newcomer's failover run: paho's ``failed to receive on socket`` at error level, beside
+    matchcast's own warning for the same loss, read as a failure. It is debug now; paho's
+    other lines (aiomqtt's full queue) are kept as they were."""
+    paho = logging.getLogger("mqtt")
+    configure_logging("json", "INFO", stream=out)
+    paho.error("failed to receive on socket: %s", "[Errno 104] Connection reset by peer")
+    paho.warning("Message queue is full. Discarding message.")
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(line["event"], line["level"]) for line in lines] == [
+        ("Message queue is full. Discarding message.", "warning")
+    ]
+    configure_logging("json", "DEBUG", stream=out)
+    paho.error("failed to receive on socket: %s", "[Errno 104] Connection reset by peer")
+    last = json.loads(out.getvalue().splitlines()[-1])
+    assert (last["level"], last["logger"]) == ("debug", "mqtt")
+    assert last["event"].startswith("failed to receive on socket")
+    assert len([f for f in paho.filters if type(f).__name__ == "_SocketErrorsAsDebug"]) == 1

@@ -16,13 +16,13 @@ import pytest
 from structlog.testing import capture_logs
 
 import matchcast.app.replay as replay_module
-from events import SubscribeRefusedError, Topics
+from events import BrokerError, SubscribeRefusedError, Topics
 from matchcast.app import run_replay
 from matchcast.app.control import send_command
 from matchcast.app.replay import _StatusTopic
 from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
-from tests._proxies import QoS1Refuser
+from tests._proxies import QoS1Refuser, SubscribeCloser
 
 
 class _SlowNode:
@@ -164,3 +164,59 @@ async def test_a_replay_whose_control_subscription_is_refused_plays_and_takes_co
     ]
     assert refuser.subscribes[-1] == (control, 1, False)
     assert report.final_state is not None and report.final_state.status == "stopped"
+
+
+class _TimingOutNode(_RefusingNode):
+    """Grants the control subscription; its first ``timeouts`` status publishes time out (a
+    NATS node's retained store while JetStream elects)."""
+
+    def __init__(self, timeouts: int) -> None:
+        super().__init__(refusals=0)
+        self.timeouts = timeouts
+
+    async def publish(self, topic: str, payload: bytes, **_: Any) -> None:
+        if self.timeouts:
+            self.timeouts -= 1
+            raise BrokerError(self.url, f"publish to {topic!r} failed: timed out")
+        self.published.append(topic)
+
+
+async def test_a_status_not_taken_is_published_again_until_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A newcomer's NATS run: the status after a failover timed out and was not published
+    again, so ``watch`` showed the replayer offline (the will of the connection a node had
+    dropped) for the rest of the replay."""
+    monkeypatch.setattr(replay_module, "CONTROL_RETRY_S", 0.01)
+    topics = Topics(root="t-announce")
+    status = _StatusTopic(topics, "r1", ["m1"])
+    node = _TimingOutNode(timeouts=2)
+    with capture_logs() as logs:
+        async with asyncio.timeout(10):  # a hang guard
+            await status.announce_again(node)  # type: ignore[arg-type]
+            while not node.published:
+                await asyncio.sleep(0.01)
+    assert node.published == [topics.status("r1")]
+    said = [e["event"] for e in logs if e["event"].startswith("replayer.")]
+    assert said == ["replayer.status_not_published", "replayer.status_published"]
+
+
+async def test_a_replayer_id_a_node_will_not_serve_goes_on_under_one_of_its_own(
+    mosquitto_url: BrokerURL,
+) -> None:
+    """``replay --replayer-id X`` again on RabbitMQ after the node of X's last connection died:
+    every other node closes the connection at the control subscription under that client id.
+    The replay ended with the error; it goes on under a client id of its own."""
+    topics = Topics(root="t-announce-id")
+    semi = resolve_matches("semifinal")[0]
+    async with SubscribeCloser(mosquitto_url.port, "matchcast-poisoned") as closer:
+        through = BrokerURL("127.0.0.1", closer.port)
+        options = ReplayOptions(speed=None, topics=topics)
+        with capture_logs() as logs:
+            async with asyncio.timeout(30):
+                (report,) = await run_replay(
+                    [semi], through, options, replayer_id="poisoned", protocol="3.1.1"
+                )
+    assert closer.closed == 1
+    assert "replayer.client_id_refused" in [e["event"] for e in logs]
+    assert report.final_state is not None and report.final_state.scoreline == "ARG 2-1 ENG"

@@ -23,8 +23,9 @@ from matchcast.app import run_replay
 from matchcast.app.replayers import ReplayerBook, follow_replayers
 from matchcast.cli.common import replayer_hint
 from matchcast.contract.status import ReplayerStatus
-from matchcast.testbroker import Mosquitto
+from matchcast.testbroker import FaultProxy, Mosquitto
 from matchcast.transport.connection import BrokerURL
+from matchcast.transport.mqtt import MqttClient
 from simulator import ReplayOptions, resolve_matches
 from tests._cli import run_cli
 
@@ -191,3 +192,47 @@ def test_a_watch_says_when_its_replayer_is_not_there_and_again_when_it_comes(
     assert [e["replayer_id"] for e in logs if e["event"] == "replayer.found"] == ["late-rep"]
     if command == ["watch"]:
         assert "ARG 2-1 ENG" in result.stdout
+
+
+@pytest.mark.mosquitto
+async def test_the_follower_reads_on_after_its_connection_is_lost(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    """It ended at the first lost connection (``replayer_status.lost``): a view then kept a
+    replayer's last status for good, an ``offline`` from a will among them, though the
+    replayer came back online (a newcomer's NATS failover run). It reconnects and reads on."""
+    seen: list[tuple[str, str]] = []
+    changed = asyncio.Event()
+
+    def on_change(match_id: str, status: str) -> None:
+        seen.append((match_id, status))
+        changed.set()
+
+    async def until(item: tuple[str, str]) -> None:
+        while item not in seen:
+            await changed.wait()
+            changed.clear()
+
+    now = dt.datetime.now(dt.UTC)
+
+    async def say(status: str) -> None:
+        payload = b""  # a cleared status
+        if status:
+            payload = _status("r-lost", status, now, SEMI.match_id).model_dump_json().encode()
+        async with MqttClient(mosquitto_url) as client:
+            await client.publish(topics.status("r-lost"), payload, qos=1, retain=True)
+
+    async with FaultProxy(mosquitto_url.host, mosquitto_url.port) as proxy:
+        through = BrokerURL("127.0.0.1", proxy.port)
+        with capture_logs() as logs:
+            async with asyncio.timeout(30), asyncio.TaskGroup() as tg:
+                follower = tg.create_task(follow_replayers(through, topics, on_change))
+                await say("offline")
+                await until((SEMI.match_id, "offline"))
+                proxy.drop()  # the follower's connection is lost; new ones get through
+                await say("online")
+                await until((SEMI.match_id, "online"))
+                follower.cancel()
+    await say("")  # no retained status left behind
+    assert "replayer_status.reconnecting" in [e["event"] for e in logs]
+    assert "replayer_status.lost" not in [e["event"] for e in logs]

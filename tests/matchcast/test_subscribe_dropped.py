@@ -29,7 +29,7 @@ from matchcast.transport import mqtt311
 from matchcast.transport.clients import ClientKind, mqtt_client
 from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
-from tests._proxies import Connection, PacketProxy
+from tests._proxies import Connection, PacketProxy, SubscribeCloser
 from tests.test_fastmqtt_sessions import fake_broker, read_packet
 
 SEMI = resolve_matches("semifinal")[0]
@@ -109,24 +109,6 @@ async def test_the_fast_client_waits_for_a_suback_no_longer_than_for_a_connack()
                 await client.subscribe("a/b", qos=1)
 
 
-class _SessionCloser(PacketProxy):
-    """Forwards MQTT 3.1.1 to a broker, but closes the connection at a SUBSCRIBE under the
-    client id ``refused`` (exactly), as RabbitMQ 3.10 does when the id's queue is on a dead
-    node."""
-
-    def __init__(self, upstream_port: int, refused: str) -> None:
-        super().__init__(upstream_port)
-        self.refused = refused
-        self.closed = 0
-
-    def client_packet(self, conn: Connection, first: int, start: int, packet: bytes) -> bool:
-        if first == 0x82 and conn.client_id == self.refused:
-            self.closed += 1
-            conn.writer.transport.abort()
-            return False
-        return True
-
-
 @pytest.mark.mosquitto
 @pytest.mark.parametrize("kind", ["fast", "aiomqtt"])
 async def test_a_session_whose_node_died_goes_on_clean_on_the_node_that_closed_it(
@@ -150,7 +132,7 @@ async def test_a_session_whose_node_died_goes_on_clean_on_the_node_that_closed_i
     try:
         async with (
             FaultProxy(upstream.host, upstream.port) as node1,
-            _SessionCloser(upstream.port, session_id) as node2,
+            SubscribeCloser(upstream.port, session_id) as node2,
         ):
             urls = [
                 BrokerURL("127.0.0.1", node1.port),
