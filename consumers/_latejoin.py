@@ -19,10 +19,13 @@ whose status has not arrived ``REPLAYER_WAIT_S`` seconds after subscribing is re
 (``replayer.not_found``, a warning: a mistyped id would otherwise wait in silence); the runner
 goes on waiting, and says ``replayer.found`` if it turns up later (:class:`ReplayerWatch`).
 
-A re-subscription after a persistent session was given up (its node died: the source says
-``session_lost``) has missed events, and none may follow (the match is over): each known match
-then takes a newer snapshot as the state, reported as a resynchronisation
-(``state.synchronised`` with ``reason=gap``).
+A new connection that resumed no session (a clean one, or a persistent session the broker
+lost or the consumer gave up) has missed what was published while it was away, and no event may
+follow to show the gap (the match ended meanwhile): each known match then takes a newer snapshot
+as the state, reported as a resynchronisation (``state.synchronised`` with ``reason=gap``).
+Without it a consumer whose outage covered full time stayed on the score at the loss for good,
+though the broker held the final state (a tester's run). A source says whether its connection
+resumed a session (``session_resumed``); :func:`resumed` reads it.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ __all__ = [
     "exact_state_topics",
     "expect_snapshots",
     "listed_matches",
+    "resumed",
     "subscribe_exact",
     "subscribe_exact_states",
 ]
@@ -78,7 +82,14 @@ def expect_snapshots(lanes: Iterable[_HasSequencer]) -> None:
         seq = lane.seq
         if seq.state is not None and seq.resync_from is None:
             seq.resync_from = seq.state.last_seq + 1
+            seq.uncounted = True
             _log.info("state.resync_expected", match_id=seq.match_id, after=seq.state.last_seq)
+
+
+def resumed(source: MessageSource) -> bool:
+    """Whether ``source``'s connection resumed a session: what was published while it was away
+    comes queued. A source that does not say (a test's stand-in) resumed none."""
+    return bool(getattr(source, "session_resumed", False))
 
 
 async def subscribe_exact_states(
@@ -89,14 +100,11 @@ async def subscribe_exact_states(
     qos: int,
 ) -> None:
     """Subscribe to the exact state topic of every ``known`` match (see the module docstring);
-    a refusal is logged and costs only that match's snapshot. On a source whose session was
-    given up (``session_lost``), expect a newer snapshot of each.
+    a refusal is logged and costs only that match's snapshot.
 
     Raises:
         ConnectionLostError: the connection ended meanwhile.
     """
-    if known and getattr(source, "session_lost", False):
-        expect_snapshots(known.values())
     await subscribe_exact(source, exact_state_topics(topics, match_filter, known), qos)
 
 

@@ -47,6 +47,8 @@ from consumers._latejoin import (
     REPLAYER_WAIT_S,
     ReplayerWatch,
     StatusDiscovery,
+    expect_snapshots,
+    resumed,
     subscribe_exact,
     subscribe_exact_states,
 )
@@ -418,26 +420,33 @@ class Runner:
         return self.stats
 
     async def _consume(self, source: MessageSource, qos: int) -> None:
+        rejoined = self._source is not None  # a connection before this one: it was replaced
         self._source = source
         if self.dead_letters is None and isinstance(source, Publisher):
             self.dead_letters = source
         self._discovery.reset()
-        for topic_filter in self.topic_filters():
-            await source.subscribe(topic_filter, qos=qos)
-        await subscribe_exact_states(source, self.topics, self.match_filter, self._lanes, qos)
-        self.subscribed.set()
-        _log.info(
-            "consumer.started",
-            subscribers=[s.name for s in self.subscribers],
-            filters=self.topic_filters(),
-        )
+        if rejoined and self._lanes and not resumed(source):
+            # Before anything of this connection is read: the fast client re-subscribes
+            # within its reconnect, so the new snapshots may be waiting already.
+            expect_snapshots(self._lanes.values())  # see consumers/_latejoin.py
+        # The reader runs from the start, beside the subscribing: nothing the connection
+        # delivers waits unread (a message left unread when a connection ended could pass for
+        # news of the next one), and a stop is heard while a SUBACK is awaited.
         reader = asyncio.ensure_future(self._read(source))
         stop = asyncio.ensure_future(self._stopping.wait())
-        if self._replayer_timer is None and self.replayers:
-            self._replayer_timer = asyncio.ensure_future(
-                self._replayer_watch.wait(self.replayer_wait)
-            )
         try:
+            if not await self._subscribe(source, qos, reader, stop):
+                return  # stopped while subscribing
+            self.subscribed.set()
+            _log.info(
+                "consumer.started",
+                subscribers=[s.name for s in self.subscribers],
+                filters=self.topic_filters(),
+            )
+            if self._replayer_timer is None and self.replayers:
+                self._replayer_timer = asyncio.ensure_future(
+                    self._replayer_watch.wait(self.replayer_wait)
+                )
             await asyncio.wait({reader, stop}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for task in (reader, stop):
@@ -447,6 +456,46 @@ class Runner:
                 await asyncio.wait(self._errands, timeout=2)
         if not reader.cancelled() and (err := reader.exception()) is not None:
             raise err  # a typed error (BrokerError), not a group
+
+    async def _subscribe(
+        self,
+        source: MessageSource,
+        qos: int,
+        reader: asyncio.Future[None],
+        stop: asyncio.Future[Any],
+    ) -> bool:
+        """Subscribe to every filter while the reader runs; False if stopped meanwhile (a
+        SUBACK the broker never sends must not hold a Ctrl-C for its whole timeout).
+
+        Raises:
+            BrokerError: a subscription failed (its own error: a refusal, or the connection
+                closed in answer to it), or the connection was lost meanwhile.
+        """
+
+        async def subscribe_all() -> None:
+            for topic_filter in self.topic_filters():
+                await source.subscribe(topic_filter, qos=qos)
+            await subscribe_exact_states(source, self.topics, self.match_filter, self._lanes, qos)
+
+        subscribing = asyncio.ensure_future(subscribe_all())
+        try:
+            await asyncio.wait({subscribing, reader, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if not subscribing.done() and reader.done() and not stop.done():
+                # The connection ended: the subscribe in flight fails with it, and says how
+                # (closed in answer to it, or not).
+                await asyncio.wait({subscribing, stop}, timeout=1.0)
+        finally:
+            if not subscribing.done():
+                subscribing.cancel()
+            await asyncio.gather(subscribing, return_exceptions=True)
+        if not subscribing.cancelled() and (err := subscribing.exception()) is not None:
+            raise err
+        if stop.done() or not subscribing.done() or subscribing.cancelled():
+            failed = reader.exception() if reader.done() and not reader.cancelled() else None
+            if failed is not None and not stop.done():
+                raise failed  # the connection was lost while subscribing
+            return False  # stopped, or the source closed by its owner
+        return True
 
     async def _read(self, source: MessageSource) -> None:
         process = self._process

@@ -118,6 +118,10 @@ class Sequencer:
     run: int = 0
     ended: bool = False
     resync_from: int | None = None  # a snapshot with last_seq >= this replaces the state
+    #: The expected snapshot may pass over events nobody reported missing yet (a connection
+    #: that resumed no session: :func:`consumers._latejoin.expect_snapshots`): if it does,
+    #: that is a gap, counted when it comes.
+    uncounted: bool = False
     held: list[Event] = field(default_factory=list)
     #: Events (None: a skipped unknown type) that came past a missing seq, by seq.
     early: dict[int, Event | None] = field(default_factory=dict)
@@ -189,6 +193,9 @@ class Sequencer:
         if self.early and snapshot.last_seq >= max(self.early):
             out = self._release_early()  # it says all we wait for: the missing ones are lost
         if self.resync_from is not None and snapshot.last_seq >= self.resync_from:
+            if self.uncounted and snapshot.last_seq > self.state.last_seq:
+                self._passed_over(self.state.last_seq + 1, snapshot.last_seq)
+            self.uncounted = False
             self.state = snapshot
             self._ended_if(snapshot.status in _ENDED)
             self.resync_from = None
@@ -288,6 +295,7 @@ class Sequencer:
             new_run=run,
         )
         self.state, self.resync_from, self.last_emitted, self.held = None, None, None, []
+        self.uncounted = False
         self.ended = False
         if self.early:
             self.early = {}
@@ -402,6 +410,7 @@ class Sequencer:
         self.stats.gaps += 1
         self.stats.missing += len(check.missing)
         self.resync_from = seq
+        self.uncounted = False
         _log.warning(
             "sequence.gap_detected",
             match_id=self.match_id,
@@ -409,6 +418,20 @@ class Sequencer:
             missing_from=check.missing.start,
             missing_to=check.missing.stop - 1,
             missing=len(check.missing),
+        )
+
+    def _passed_over(self, first: int, last: int) -> None:
+        """Seqs ``first``..``last`` were never handled: the snapshot taken covers them."""
+        self.stats.gaps += 1
+        self.stats.missing += last - first + 1
+        _log.warning(
+            "sequence.gap_detected",
+            match_id=self.match_id,
+            seq=last,
+            missing_from=first,
+            missing_to=last,
+            missing=last - first + 1,
+            reason="while away",
         )
 
     def _apply(self, event: Event) -> list[Delivery]:

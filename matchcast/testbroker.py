@@ -159,7 +159,8 @@ class FaultProxy:
     - :meth:`drop` closes every connection at once (a broker or network crash);
     - :meth:`stall` keeps connections open but forwards nothing (a half-open link) until
       :meth:`resume`;
-    - ``blackhole = True`` accepts new connections and forwards nothing on them.
+    - ``blackhole = True`` accepts new connections and forwards nothing on them;
+    - ``refuse = True`` closes each new connection at once (a broker that is down).
 
     Runs in the caller's event loop::
 
@@ -173,6 +174,7 @@ class FaultProxy:
         self.port = 0
         self.latency = 0.0
         self.blackhole = False
+        self.refuse = False
         self.connections = 0
         self._flowing = asyncio.Event()
         self._flowing.set()
@@ -210,6 +212,9 @@ class FaultProxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        if self.refuse:
+            writer.transport.abort()
+            return
         self._writers.add(writer)
         if self.blackhole:
             return  # keep it open, never answer

@@ -84,6 +84,14 @@ RESEND_WINDOW_S = 1860.0
 #: Seconds a stopping replay waits for the broker to take its ``replay_stopped`` and state.
 STOP_TIMEOUT_S = 2.0
 
+#: A connection lost within this many seconds of being made, with no new event published on
+#: it, died at once: the next reconnect waits first, from ``QUICK_LOSS_WAIT_S`` doubling per
+#: such loss in a row up to ``QUICK_LOSS_WAIT_MAX_S``. A node that takes connections but drops
+#: each one at once made a replayer reconnect ten times a second (a tester's broker).
+QUICK_LOSS_S = 10.0
+QUICK_LOSS_WAIT_S = 0.1
+QUICK_LOSS_WAIT_MAX_S = 5.0
+
 _last_run = 0
 
 
@@ -487,7 +495,9 @@ class Replayer:
         index = begin
         resume: MatchState | None = None
         topic = self.options.topics.state(run.report.match_id)
+        quick_losses = 0  # connections in a row that died at once (QUICK_LOSS_S)
         while True:
+            connected_at, high_water = time.monotonic(), run.high_water
             try:
                 if resume is not None:
                     await self._publish_state(topic, resume)
@@ -506,6 +516,14 @@ class Replayer:
                 reason = _first(lost)
             else:
                 return
+            died_at_once = (
+                time.monotonic() - connected_at < QUICK_LOSS_S and run.high_water == high_water
+            )
+            quick_losses = quick_losses + 1 if died_at_once else 0
+            if quick_losses:
+                wait = min(QUICK_LOSS_WAIT_MAX_S, QUICK_LOSS_WAIT_S * 2 ** (quick_losses - 1))
+                run.log.warning("replay.reconnect_delayed", wait_s=wait, losses=quick_losses)
+                await asyncio.sleep(wait)
             index, resume = await self._reconnect(run, reason, index if resume else None)
 
     async def _say_stopped(

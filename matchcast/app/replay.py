@@ -235,6 +235,10 @@ class _StatusTopic:
         self._props = MessageProps(content_type=CONTENT_TYPE)
         #: The announcements on new connections still under way.
         self._announcing: set[asyncio.Task[None]] = set()
+        #: Node -> control subscriptions in a row it answered by closing the connection.
+        self._dropped: dict[str, int] = {}
+        #: Nodes this replayer takes no commands on (see :meth:`_listen`).
+        self._no_control: set[str] = set()
 
     def will(self) -> WillSpec:
         """The last will: ``offline``, published by the broker if the connection dies."""
@@ -268,7 +272,8 @@ class _StatusTopic:
                 in answer to the control subscription).
         """
         connection = client.reconnects
-        granted = await self._listen(client)
+        node = str(client.url)
+        granted = None if node in self._no_control else await self._listen(client)
         try:
             await self.say(client)
         except ConnectionLostError:
@@ -283,7 +288,7 @@ class _StatusTopic:
             self._beside(self._say_again(client, connection), "say")
         if self.service is not None:
             self.service.reconnected.set()
-        if granted != 1:
+        if granted != 1 and node not in self._no_control:
             self._beside(self._listen_again(client, connection), "listen")
 
     async def _say_again(self, client: MqttClient, connection: int) -> None:
@@ -303,7 +308,19 @@ class _StatusTopic:
             return
 
     async def _listen(self, client: MqttClient) -> int | None:
-        """Subscribe to the control topic at QoS 1, else 0: the QoS granted (None: neither)."""
+        """Subscribe to the control topic at QoS 1, else 0: the QoS granted (None: neither).
+
+        A node that closes the connection at it twice in a row (under the client id of its own
+        a failover gives, or :meth:`MqttClient.start_clean`), or never answers it, is a node
+        this replayer takes no commands on: it plays on there without asking again
+        (``replayer.control_unavailable``), and asks on any other node it moves to. Asking on
+        for ever made a replayer reconnect ten times a second and never finish (a tester's
+        broker that closed every control subscription).
+
+        Raises:
+            SubscribeDroppedError: the node closed the connection in answer to it.
+        """
+        node = str(client.url)
         for qos in (1, 0):
             try:
                 await client.subscribe(self.control_topic, qos=qos)
@@ -311,15 +328,36 @@ class _StatusTopic:
                 _log.warning(
                     "replayer.control_refused",
                     replayer_id=self.replayer_id,
-                    broker=str(client.url),
+                    broker=node,
                     qos=qos,
                     reason=err.reason,
                 )
                 continue
+            except SubscribeDroppedError as err:
+                self._dropped[node] = self._dropped.get(node, 0) + 1
+                if self._dropped[node] >= 2:
+                    self._control_unavailable(node, err.reason)
+                raise
+            except ConnectionLostError:
+                raise
+            except BrokerError as err:  # no SUBACK: the connection may be well
+                self._control_unavailable(node, err.reason)
+                return None
+            self._dropped.pop(node, None)
             if qos < 1:
                 _log.info("replayer.control_degraded", replayer_id=self.replayer_id, qos=qos)
             return qos
         return None
+
+    def _control_unavailable(self, node: str, reason: str) -> None:
+        self._no_control.add(node)
+        _log.warning(
+            "replayer.control_unavailable",
+            replayer_id=self.replayer_id,
+            broker=node,
+            reason=reason,
+            then="no commands reach this replayer while it is on this node",
+        )
 
     async def _listen_again(self, client: MqttClient, connection: int) -> None:
         """Ask for the control topic at QoS 1 again, with a growing wait, until granted or

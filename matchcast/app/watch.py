@@ -165,7 +165,9 @@ class _Outages:
         self.connection = connection
         self.failed_subscribes = 0  # connections in a row whose subscription failed
         self.quick_losses = 0  # connections in a row that died at once (see _STABLE_S)
-        self.abandoned = False  # a session given up on a node that is up: connect there first
+        #: The last connection was given up, not lost, on a node that is up (a session it
+        #: would not serve): the next connection is asked of that node first.
+        self.abandoned = False
 
     def backoff(self) -> float:
         """Seconds to wait before the next connection: none unless they keep dying at once."""
@@ -174,28 +176,41 @@ class _Outages:
         return float(min(_BACKOFF_CAP_S, _BACKOFF_INITIAL_S * 2 ** (self.quick_losses - 1)))
 
     def dropped(self, err: SubscribeDroppedError) -> None:
-        """The broker closed the connection in answer to a SUBSCRIBE. It is back at once, so
-        wait as for a connection that died at once, and ask again under another client id,
-        on that node first.
+        """The broker closed the connection in answer to a SUBSCRIBE. It takes connections
+        at once, so wait as for a connection that died at once. A persistent session is given
+        up there (a clean one under an id of its own, on that node first: RabbitMQ 3.10 will
+        not serve the session while its node is down); a clean one goes to the next node (a
+        node that closes a clean session's subscribe too is no place for this consumer).
 
         Raises:
             BrokerError: it kept doing so.
         """
+        connection = self.connection
         self.failed_subscribes += 1
         self.quick_losses += 1
-        if self.failed_subscribes >= max(_subscribe_tries(self.connection), _RESUBSCRIBE_TRIES):
+        self.abandoned = False
+        if self.failed_subscribes >= max(_subscribe_tries(connection), _RESUBSCRIBE_TRIES):
             raise BrokerError(
                 err.url,
                 f"{err.reason}, {self.failed_subscribes} times in a row: is this user allowed "
                 "to subscribe to it (the broker's ACL)?",
             ) from err
-        _abandon_session(self.connection, err)
-        self.abandoned = True
+        if connection.persistent:
+            _abandon_session(connection, err)
+            self.abandoned = True
+        else:
+            _log.warning(
+                "consumer.subscribe_dropped",
+                broker=str(connection.url),
+                reason=err.reason,
+                next="another node" if len(connection.urls) > 1 else "the same broker",
+            )
 
     def lost(self, err: ConnectionLostError, lasted: float, delivered: bool) -> None:
         """A connection was lost ``lasted`` seconds after it was made (0: while being made),
         having ``delivered`` messages or not."""
         _log.warning("consumer.connection_lost", reason=err.reason)
+        self.abandoned = False
         died_at_once = not delivered and lasted < _STABLE_S
         self.quick_losses = self.quick_losses + 1 if died_at_once else 0
         self.failed_subscribes = 0
@@ -208,6 +223,7 @@ class _Outages:
         """
         connection = self.connection
         self.failed_subscribes += 1
+        self.abandoned = False
         if self.failed_subscribes >= _subscribe_tries(connection):
             raise err
         if connection.persistent and not isinstance(err, SubscribeRefusedError):
@@ -280,12 +296,9 @@ async def _run_through_failovers(
 
 
 def _abandon_session(connection: MqttClient | FastClient, err: BrokerError) -> None:
-    """Go on with a clean session under a new client id, on the node that would not serve the
-    session (it is up, and on RabbitMQ 3.10 it may be the only node that holds the match's
-    retained snapshot, the replayer's). A persistent session given up is logged
-    ``consumer.session_abandoned``: the gap is reported and the state taken from the snapshot."""
-    if connection.persistent:
-        _log.warning("consumer.session_abandoned", broker=str(connection.url), reason=err.reason)
-    else:
-        _log.warning("consumer.client_id_refused", broker=str(connection.url), reason=err.reason)
+    """Give the persistent session up (``consumer.session_abandoned``) and go on with a clean
+    one under a new client id, on the node that would not serve the session (it is up, and on
+    RabbitMQ 3.10 it may be the only node that holds the match's retained snapshot, the
+    replayer's): the gap is reported and the state taken from the snapshot."""
+    _log.warning("consumer.session_abandoned", broker=str(connection.url), reason=err.reason)
     connection.start_clean()

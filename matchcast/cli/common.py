@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from consumers.printable import printable
-from events import MatchcastError, MatchFileError, Topics
+from events import BrokerError, MatchcastError, MatchFileError, Topics
 from matchcast.logs import LogFormat, configure_logging
 from matchcast.redact import redact
 from matchcast.transport.connection import BrokerURL, Protocol, describe
@@ -168,11 +168,25 @@ async def say_when_absent(
     protocol: Protocol = "auto",
 ) -> None:
     """If nothing of ``match_id`` has arrived after ``after_s`` seconds, say on standard error
-    which matches the broker has, instead of waiting in silence."""
+    which matches the broker has, instead of waiting in silence. A hint, best effort: a broker
+    that will not list them (it refuses the subscription, or drops the connection) costs the
+    list, logged as ``match_list.unavailable``, never the command (it ended ``watch --match``
+    with exit 1 on a node that refused the subscription, though the watch itself had moved to
+    another node)."""
     await asyncio.sleep(after_s)
     if seen():
         return
-    others = await live_matches(url, topics, protocol=protocol)
+    try:
+        others = await live_matches(url, topics, protocol=protocol)
+    except BrokerError as err:
+        log.warning("match_list.unavailable", match_id=match_id, reason=err.reason)
+        stderr.print(
+            f"waiting for match {match_id}: nothing of it on {_where(url)} under "
+            f"{topics.root}/ yet (the matches there could not be listed: {err.reason}).",
+            markup=False,
+            soft_wrap=True,
+        )
+        return
     listed = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
     near = [m for m in others if match_id in m or m in match_id]
     stderr.print(

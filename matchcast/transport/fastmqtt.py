@@ -626,6 +626,12 @@ class FastClient:
         return not self.clean_start
 
     @property
+    def session_resumed(self) -> bool:
+        """True where the current connection resumed a persistent session (the broker's
+        CONNACK said so): what was published while away comes queued."""
+        return not self.clean_start and self.session_present
+
+    @property
     def session_lost(self) -> bool:
         """True once :meth:`start_clean` gave up a persistent session: the runner reads it to
         take a newer snapshot of each match it knows (consumers/_latejoin.py)."""

@@ -141,6 +141,20 @@ _PUBLISH_MIDS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar
 )
 
 
+def _note_session_present(client: aiomqtt.Client, note: Callable[[bool], None]) -> None:
+    """Tell ``note`` the CONNACK's session-present flag: aiomqtt 2 keeps it to itself, and a
+    consumer must know whether what was published while it was away comes queued."""
+    paho_client = client._client
+    on_connect: Callable[..., None] | None = paho_client.on_connect
+    assert on_connect is not None
+
+    def on_connect_noting(c: Any, userdata: Any, flags: Any, *rest: Any) -> None:
+        note(bool(getattr(flags, "session_present", False)))
+        on_connect(c, userdata, flags, *rest)
+
+    paho_client.on_connect = on_connect_noting
+
+
 def _watch_refusals(client: aiomqtt.Client, refused: dict[int, tuple[int, str]]) -> None:
     """Keep the reason code of every publish the broker refuses.
 
@@ -233,6 +247,7 @@ class MqttClient:
         self._will = will
         self._clean_start = clean_start
         self._session_lost = False
+        self._session_present = False
         self._session_expiry = session_expiry
         self._keepalive = keepalive
         self._timeout = connect_timeout
@@ -292,7 +307,11 @@ class MqttClient:
         )
         client.pending_calls_threshold = 1_000_000  # we bound in-flight calls ourselves
         _watch_refusals(client, self._refused)
+        _note_session_present(client, self._note_session)
         return client
+
+    def _note_session(self, present: bool) -> None:
+        self._session_present = present
 
     async def _probe_v5(self, index: int) -> bool:
         """Whether the broker accepts MQTT 5, asked once per broker address.
@@ -408,6 +427,12 @@ class MqttClient:
     def persistent(self) -> bool:
         """True while connections ask the broker to resume the session (clean start off)."""
         return not self._clean_start
+
+    @property
+    def session_resumed(self) -> bool:
+        """True where the current connection resumed a persistent session (the broker's
+        CONNACK said so): what was published while away comes queued."""
+        return not self._clean_start and self._session_present
 
     @property
     def session_lost(self) -> bool:

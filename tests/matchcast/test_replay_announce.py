@@ -10,19 +10,23 @@ replayer took 16.7 s in a failover_bench round. It now runs beside the replay.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
 import matchcast.app.replay as replay_module
+import simulator._replay as simulator_replay
 from events import BrokerError, SubscribeRefusedError, Topics
 from matchcast.app import run_replay
-from matchcast.app.control import send_command
+from matchcast.app.control import ControlError, send_command
 from matchcast.app.replay import _StatusTopic
+from matchcast.transport import mqtt311
 from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
-from tests._proxies import QoS1Refuser, SubscribeCloser
+from tests._proxies import Connection, PacketProxy, QoS1Refuser, SubscribeCloser
+from tests.test_fastmqtt_sessions import fake_broker, read_packet
 
 
 class _SlowNode:
@@ -34,6 +38,7 @@ class _SlowNode:
         self.published: list[str] = []
         self.started_clean = False
         self.reconnects = 1
+        self.url = "mqtt://slow-node"
 
     async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
         self.subscribing.set()
@@ -220,3 +225,111 @@ async def test_a_replayer_id_a_node_will_not_serve_goes_on_under_one_of_its_own(
     assert closer.closed == 1
     assert "replayer.client_id_refused" in [e["event"] for e in logs]
     assert report.final_state is not None and report.final_state.scoreline == "ARG 2-1 ENG"
+
+
+class _ControlCloser(PacketProxy):
+    """Closes the connection at every SUBSCRIBE to a control topic, whatever the client id."""
+
+    def __init__(self, upstream_port: int) -> None:
+        super().__init__(upstream_port)
+        self.connects = 0
+        self.closed = 0
+
+    def client_packet(self, conn: Connection, first: int, start: int, packet: bytes) -> bool:
+        if first == 0x10:
+            self.connects += 1
+        if first == 0x82 and b"/control" in packet:
+            self.closed += 1
+            conn.writer.transport.abort()
+            return False
+        return True
+
+
+async def test_a_node_that_closes_every_control_subscription_is_played_on_without_control(
+    mosquitto_url: BrokerURL,
+) -> None:
+    """A tester's node that closed every control subscription: the replayer reconnected ten
+    times a second, re-sent the same events each time and never finished. It now asks twice
+    (under a client id of its own the second time), then plays on there without commands."""
+    topics = Topics(root="t-announce-closer")
+    semi = resolve_matches("semifinal")[0]
+    async with _ControlCloser(mosquitto_url.port) as closer:
+        through = BrokerURL("127.0.0.1", closer.port)
+        options = ReplayOptions(speed=800.0, break_seconds=0.2, topics=topics)
+        with capture_logs() as logs:
+            async with asyncio.timeout(60):  # a hang guard: before, it never finished
+                (report,) = await run_replay([semi], through, options, protocol="3.1.1")
+    assert report.final_state is not None and report.final_state.scoreline == "ARG 2-1 ENG"
+    assert closer.closed == 2
+    assert closer.connects <= 4, "a handful of connections, not a reconnect loop"
+    (unavailable,) = [e for e in logs if e["event"] == "replayer.control_unavailable"]
+    assert unavailable["broker"] == str(through)
+
+
+async def test_a_replay_leaves_a_node_that_closes_its_control_subscription_for_the_next(
+    mosquitto_url: BrokerURL,
+) -> None:
+    """``replay --broker X,GOOD`` where X closes the control subscription: it exited 1 at the
+    start and never tried GOOD. It moves to GOOD, where it takes commands."""
+    topics = Topics(root="t-announce-next")
+    semi = resolve_matches("semifinal")[0]
+    ready = asyncio.Event()
+    async with _ControlCloser(mosquitto_url.port) as closer:
+        urls = [BrokerURL("127.0.0.1", closer.port), mosquitto_url]
+        options = ReplayOptions(speed=20.0, break_seconds=0.2, topics=topics)
+        async with asyncio.timeout(60), asyncio.TaskGroup() as tg:
+            replay = tg.create_task(
+                run_replay(
+                    [semi],
+                    urls,
+                    options,
+                    replayer_id="next",
+                    protocol="3.1.1",
+                    on_ready=lambda _r: ready.set(),
+                )
+            )
+            await ready.wait()
+            while True:  # until it has moved to GOOD and listens there
+                try:
+                    status = await send_command(
+                        mosquitto_url, "status", topics=topics, reply_timeout=1.0
+                    )
+                    break
+                except ControlError:
+                    await asyncio.sleep(0.2)
+            assert status.replayer_id == "next"
+            await send_command(mosquitto_url, "stop", topics=topics)
+            (report,) = await replay
+    assert report.final_state is not None and report.final_state.status == "stopped"
+    assert closer.closed >= 1
+
+
+async def test_a_replayer_whose_connections_die_at_once_reconnects_with_a_growing_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A node that takes each connection and drops it at once: the replayer reconnected as
+    fast as the node answered. Each loss in a row with nothing new published now waits twice
+    as long as the one before, up to a cap."""
+    monkeypatch.setattr(simulator_replay, "QUICK_LOSS_WAIT_S", 0.01)
+    monkeypatch.setattr(simulator_replay, "QUICK_LOSS_WAIT_MAX_S", 0.04)
+
+    async def accept_then_drop(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_packet(reader)
+        writer.write(mqtt311.ConnAck(False, 0).encode())
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.close()
+
+    semi = resolve_matches("semifinal")[0]
+    options = ReplayOptions(speed=None, topics=Topics(root="t-quick-loss"))
+    async with fake_broker(accept_then_drop) as url:
+        with capture_logs() as logs:
+            replay = asyncio.create_task(run_replay([semi], url, options, protocol="3.1.1"))
+            async with asyncio.timeout(30):  # a hang guard
+                while sum(e["event"] == "replay.reconnect_delayed" for e in logs) < 5:
+                    await asyncio.sleep(0.02)
+            replay.cancel()
+            with contextlib.suppress(asyncio.CancelledError, BrokerError):
+                await replay
+    waits = [e["wait_s"] for e in logs if e["event"] == "replay.reconnect_delayed"][:5]
+    assert waits == [0.01, 0.02, 0.04, 0.04, 0.04]

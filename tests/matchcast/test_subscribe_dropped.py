@@ -199,3 +199,84 @@ async def test_a_broker_that_closes_every_subscribe_is_an_error_after_a_few_trie
                 await run_watch(url, [], runner=runner, protocol="3.1.1", client="fast")
     assert "closed the connection in answer to a subscribe" in caught.value.reason
     assert "times in a row" in caught.value.reason
+
+
+class _CloseEverySubscribe(PacketProxy):
+    """Closes the connection at every SUBSCRIBE, whatever the client id."""
+
+    def __init__(self, upstream_port: int) -> None:
+        super().__init__(upstream_port)
+        self.closed = 0
+
+    def client_packet(self, conn: Connection, first: int, start: int, packet: bytes) -> bool:
+        if first == 0x82:
+            self.closed += 1
+            conn.writer.transport.abort()
+            return False
+        return True
+
+
+@pytest.mark.mosquitto
+@pytest.mark.parametrize("kind", ["fast", "aiomqtt"])
+async def test_a_node_that_closes_every_subscribe_is_left_for_the_next(
+    mosquitto_url: BrokerURL, kind: str
+) -> None:
+    """A tester's ``consume --session --broker BAD,GOOD``: the session given up on BAD, then
+    BAD asked again and again under the new id, and the consumer exited 1 without trying GOOD.
+    A clean session's subscribe closed too says the node, not the session, is the trouble."""
+    topics = Topics(f"mctest-closeall-{kind}")
+    seen: list[int] = []
+    sub = Subscriber("seen")
+    sub.on()(lambda event, _state: seen.append(event.seq))
+    runner = Runner([sub], topics=topics)
+    async with _CloseEverySubscribe(mosquitto_url.port) as bad:
+        urls = [BrokerURL("127.0.0.1", bad.port), mosquitto_url]
+        with capture_logs() as logs, _shown_on_failure(logs):
+            async with asyncio.timeout(45), asyncio.TaskGroup() as tg:
+                watch = tg.create_task(
+                    run_watch(
+                        urls,
+                        [],
+                        runner=runner,
+                        until_finished={SEMI.match_id},
+                        client_id=f"mctest-closeall-{kind}",
+                        clean_start=False,
+                        protocol="3.1.1",
+                        client=kind,
+                    )
+                )
+                await runner.subscribed.wait()
+                options = ReplayOptions(speed=800.0, break_seconds=0.2, topics=topics)
+                await run_replay([SEMI], mosquitto_url, options)
+                states = await watch
+    said = [
+        e["event"]
+        for e in logs
+        if e["event"] in ("consumer.session_abandoned", "consumer.subscribe_dropped")
+    ]
+    assert said == ["consumer.session_abandoned", "consumer.subscribe_dropped"]
+    assert bad.closed == 2
+    failed_over = [e["broker"] for e in logs if e["event"] == "broker.failed_over"]
+    assert failed_over == [str(mosquitto_url)]
+    assert (states[SEMI.match_id].scoreline, states[SEMI.match_id].status) == (
+        "ARG 2-1 ENG",
+        "finished",
+    )
+    assert seen == list(range(1, 107))
+
+
+async def test_a_stop_while_a_subscribe_waits_for_its_suback_ends_the_watch_at_once() -> None:
+    """A tester's Ctrl-C of ``consume`` against a broker that never answers a SUBSCRIBE: the
+    stop waited out the SUBACK timeout, then exited 1 with it. The runner stops now."""
+    runner = Runner([], topics=Topics("mctest-stop-subscribing"))
+    async with fake_broker(_never_subacks) as url:
+        watch = asyncio.create_task(
+            run_watch(url, [], runner=runner, protocol="3.1.1", client="fast")
+        )
+        await asyncio.sleep(0.5)  # connected, the SUBSCRIBE out and unanswered
+        assert not watch.done()
+        runner.stop()
+        async with asyncio.timeout(5):  # a hang guard: the SUBACK wait is 10 s
+            states = await watch
+    assert states == {}
+    assert not runner.subscribed.is_set()

@@ -14,9 +14,11 @@ import asyncio
 import sys
 
 import pytest
+from structlog.testing import capture_logs
 
 from events import Topics
 from matchcast.app import run_replay
+from matchcast.cli.common import say_when_absent
 from matchcast.testbroker import Mosquitto
 from matchcast.transport import mqtt311
 from matchcast.transport.connection import BrokerURL
@@ -94,3 +96,19 @@ async def test_a_lone_brokers_refusal_is_an_error_at_once(mosquitto: Mosquitto) 
     assert "refused (code [128])" in stderr.decode()
     assert refuser.refused <= 2, "the watch and its match-list reader ask once each"
     assert stderr.decode().count("error:") == 1, stderr.decode()
+
+
+async def test_the_match_list_hint_is_best_effort(mosquitto: Mosquitto) -> None:
+    """``watch --match`` lists the broker's matches when its match has not come after 5 s; on
+    a connection of its own, to the first node. A tester's node that refused that
+    subscription ended the whole watch with exit 1, though the watch itself had moved on."""
+    upstream = BrokerURL.parse(mosquitto.url)
+    async with _Refuser(upstream.port) as refuser:
+        url = BrokerURL("127.0.0.1", refuser.port)
+        with capture_logs() as logs:
+            async with asyncio.timeout(30):  # a hang guard
+                await say_when_absent(
+                    url, Topics("mctest-hint"), "nowhere", lambda: False, 0.0, "3.1.1"
+                )
+    (unavailable,) = [e for e in logs if e["event"] == "match_list.unavailable"]
+    assert "refused" in unavailable["reason"]
