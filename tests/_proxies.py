@@ -104,17 +104,32 @@ class QoS1Refuser(PacketProxy):
 
 
 class SubscribeCloser(PacketProxy):
-    """Forwards MQTT 3.1.1 to a broker, but closes the connection at a SUBSCRIBE under the
-    client id ``refused`` (exactly: not one that starts with it), as RabbitMQ 3.10 does under a
-    client id whose subscription queue is on a node that is down."""
+    """Forwards MQTT 3.1.1 to a broker, but closes the connection at a SUBSCRIBE, as RabbitMQ
+    3.10 does under a client id whose subscription queue is on a node that is down: under the
+    client id ``client_id`` only (exactly: not one that starts with it), or any; to a filter
+    holding ``topic_part`` only, or any. Counts the CONNECTs and the closes."""
 
-    def __init__(self, upstream_port: int, refused: str) -> None:
+    def __init__(
+        self,
+        upstream_port: int,
+        client_id: str | None = None,
+        *,
+        topic_part: bytes | None = None,
+    ) -> None:
         super().__init__(upstream_port)
-        self.refused = refused
+        self.client_id = client_id
+        self.topic_part = topic_part
+        self.connects = 0
         self.closed = 0
 
     def client_packet(self, conn: Connection, first: int, start: int, packet: bytes) -> bool:
-        if first == 0x82 and conn.client_id == self.refused:
+        if first == 0x10:
+            self.connects += 1
+        if (
+            first == 0x82
+            and self.client_id in (None, conn.client_id)
+            and (self.topic_part is None or self.topic_part in packet[start:])
+        ):
             self.closed += 1
             conn.writer.transport.abort()
             return False

@@ -292,8 +292,20 @@ class _StatusTopic:
             self._beside(self._listen_again(client, connection), "listen")
 
     async def _say_again(self, client: MqttClient, connection: int) -> None:
-        """Publish the status again, with a growing wait, until the broker takes it or the
-        connection (number ``connection``) is replaced."""
+        """Publish the status again until the broker takes it (:meth:`_again`)."""
+        await self._again(client, connection, self.say, BrokerError, "replayer.status_published")
+
+    async def _again(
+        self,
+        client: MqttClient,
+        connection: int,
+        step: Callable[[MqttClient], Awaitable[None]],
+        failure: type[BrokerError],
+        done: str,
+    ) -> None:
+        """``step`` again, with a growing wait, while it fails with ``failure`` and the
+        connection (number ``connection``) is not replaced (whose own announcement takes over);
+        logs ``done`` once it succeeds. Another error ends it."""
         wait = CONTROL_RETRY_S
         tries = 1
         while client.reconnects == connection:
@@ -301,10 +313,12 @@ class _StatusTopic:
             wait = min(wait * 2, CONTROL_RETRY_MAX_S)
             tries += 1
             try:
-                await self.say(client)
-            except BrokerError:
+                await step(client)
+            except failure:
                 continue
-            _log.info("replayer.status_published", replayer_id=self.replayer_id, tries=tries)
+            except BrokerError:
+                return  # the connection is gone: the reconnect announces anew
+            _log.info(done, replayer_id=self.replayer_id, tries=tries)
             return
 
     async def _listen(self, client: MqttClient) -> int | None:
@@ -360,24 +374,14 @@ class _StatusTopic:
         )
 
     async def _listen_again(self, client: MqttClient, connection: int) -> None:
-        """Ask for the control topic at QoS 1 again, with a growing wait, until granted or
-        the connection (number ``connection``) is replaced: the next one announces anew."""
-        wait = CONTROL_RETRY_S
-        tries = 1
-        while client.reconnects == connection:
-            await asyncio.sleep(wait)
-            wait = min(wait * 2, CONTROL_RETRY_MAX_S)
-            tries += 1
-            try:
-                await client.subscribe(self.control_topic, qos=1)
-            except SubscribeRefusedError:
-                continue
-            except BrokerError:
-                return  # the connection is gone: the reconnect announces anew
-            _log.info(
-                "replayer.control_subscribed", replayer_id=self.replayer_id, qos=1, tries=tries
-            )
-            return
+        """Ask for the control topic at QoS 1 again until granted (:meth:`_again`)."""
+
+        async def listen(c: MqttClient) -> None:
+            await c.subscribe(self.control_topic, qos=1)
+
+        await self._again(
+            client, connection, listen, SubscribeRefusedError, "replayer.control_subscribed"
+        )
 
     def _beside(self, work: Coroutine[Any, Any, None], what: str) -> None:
         """Run ``work`` beside the replay, until it ends or :meth:`stop_announcing`."""

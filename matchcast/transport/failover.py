@@ -41,7 +41,14 @@ from events import BrokerError
 if TYPE_CHECKING:
     from matchcast.transport.connection import BrokerURL
 
-__all__ = ["FAILOVER_CONNECT_TIMEOUT", "Attempt", "Attempts", "fail_over", "failover_client_id"]
+__all__ = [
+    "FAILOVER_CONNECT_TIMEOUT",
+    "Attempt",
+    "Attempts",
+    "Session",
+    "fail_over",
+    "failover_client_id",
+]
 
 _log = structlog.get_logger("matchcast.failover")
 
@@ -135,6 +142,51 @@ def failover_client_id(base: str) -> str:
     its id (the session is the id), and a reconnect to the same node keeps it too, so the broker
     replaces a half-open connection of ours instead of keeping both."""
     return f"{base}-{uuid.uuid4().hex[:6]}"
+
+
+class Session:
+    """A client's MQTT session across its connections, for both clients: the client id each
+    connection uses, whether it asks the broker to resume the session, and whether the last
+    CONNACK said it did.
+
+    A clean session fails over to another node under an id of its own
+    (:func:`failover_client_id`); a persistent one keeps its id until :meth:`start_clean`
+    gives it up.
+    """
+
+    def __init__(self, client_id: str, *, clean_start: bool) -> None:
+        #: The id given; :attr:`client_id` is the one the next connection uses.
+        self.base_id = client_id
+        self.client_id = client_id
+        self.clean_start = clean_start
+        #: The session-present flag of the last CONNACK.
+        self.present = False
+
+    @property
+    def persistent(self) -> bool:
+        """True while connections ask the broker to resume the session (clean start off)."""
+        return not self.clean_start
+
+    @property
+    def resumed(self) -> bool:
+        """True where the current connection resumed a persistent session (the broker's
+        CONNACK said so): what was published while away comes queued."""
+        return not self.clean_start and self.present
+
+    def start_clean(self) -> None:
+        """Connect with a clean session, under a client id of its own, from now on: the broker
+        will not serve a session under this id (RabbitMQ 3.10 closes the connection at every
+        SUBSCRIBE under an id whose queue lives on a node that is down:
+        :class:`events.SubscribeDroppedError`). The original id keeps its session for when
+        that node returns. Reconnect with ``same_node_first``: the node that refused it is up."""
+        self.clean_start = True
+        self.client_id = failover_client_id(self.base_id)
+
+    def before(self, attempt: Attempt, lost: int) -> None:
+        """Before a reconnect ``attempt`` after the node at index ``lost`` was lost: a clean
+        session takes an id of its own on another node."""
+        if self.clean_start and attempt.index != lost:
+            self.client_id = failover_client_id(self.base_id)
 
 
 def _no_details() -> Mapping[str, object]:

@@ -66,8 +66,8 @@ from matchcast.transport.failover import (
     FAILOVER_CONNECT_TIMEOUT,
     Attempt,
     Attempts,
+    Session,
     fail_over,
-    failover_client_id,
 )
 
 __all__ = ["FastClient"]
@@ -205,14 +205,13 @@ class FastClient:
             raise ValueError("no broker to connect to")
         #: The broker of the current (or last) connection.
         self.url = self.urls[0]
-        self.client_id = client_id or f"matchcast-{uuid.uuid4().hex[:12]}"
-        #: The id given: a clean session failed over to another node goes on under it plus a
-        #: suffix (:func:`matchcast.transport.failover.failover_client_id`).
-        self._base_id = self.client_id
+        #: The client id, clean start and session-present flag across connections.
+        self.session = Session(
+            client_id or f"matchcast-{uuid.uuid4().hex[:12]}", clean_start=clean_start
+        )
         self.keepalive = keepalive
         self.protocol = protocol
         self.will = will
-        self.clean_start = clean_start
         self.session_expiry = session_expiry
         self.max_inflight = max_inflight
         self.max_outage = max_outage
@@ -221,9 +220,6 @@ class FastClient:
         self.reconnects = 0
         #: The protocol of the current connection, once connected.
         self.protocol_version: Literal["5", "3.1.1"] | None = None
-        #: Whether the broker resumed a session of ours on the current connection.
-        self.session_present = False
-        self._session_lost = False
         # A failover attempt on a list waits briefly for a node that stalls its CONNECT (NATS
         # while JetStream elects new leaders): the next node may answer at once.
         self._attempts = Attempts(
@@ -425,7 +421,7 @@ class FastClient:
         if self._error is not None:  # lost in the CONNACK's own read (a malformed packet)
             raise self._error
         self.protocol_version = version
-        self.session_present = ack.session_present
+        self.session.present = ack.session_present
         self._quota = ack.receive_max if self._v5 else self.max_inflight
         if self.keepalive:
             self._ping = loop.call_later(self.keepalive / 2, self._tick)
@@ -621,31 +617,33 @@ class FastClient:
         await asyncio.Event().wait()
 
     @property
+    def client_id(self) -> str:
+        """The client id of the current (or next) connection."""
+        return self.session.client_id
+
+    @property
+    def clean_start(self) -> bool:
+        """Whether connections start clean (no session resumed)."""
+        return self.session.clean_start
+
+    @property
+    def session_present(self) -> bool:
+        """Whether the broker resumed a session of ours on the current connection."""
+        return self.session.present
+
+    @property
     def persistent(self) -> bool:
-        """True while connections ask the broker to resume the session (clean start off)."""
-        return not self.clean_start
+        """See :attr:`matchcast.transport.failover.Session.persistent`."""
+        return self.session.persistent
 
     @property
     def session_resumed(self) -> bool:
-        """True where the current connection resumed a persistent session (the broker's
-        CONNACK said so): what was published while away comes queued."""
-        return not self.clean_start and self.session_present
-
-    @property
-    def session_lost(self) -> bool:
-        """True once :meth:`start_clean` gave up a persistent session: the runner reads it to
-        take a newer snapshot of each match it knows (consumers/_latejoin.py)."""
-        return self._session_lost
+        """See :attr:`matchcast.transport.failover.Session.resumed`."""
+        return self.session.resumed
 
     def start_clean(self) -> None:
-        """Connect with a clean session, under a client id of its own, from now on: the
-        broker will not serve a session under this client id (RabbitMQ 3.10 closes the
-        connection at every SUBSCRIBE under an id whose queue lives on a node that is down:
-        :class:`events.SubscribeDroppedError`). The original id keeps its session for when that
-        node returns. Reconnect with ``same_node_first``: the node that refused it is up."""
-        self._session_lost = self._session_lost or not self.clean_start
-        self.clean_start = True
-        self.client_id = failover_client_id(self._base_id)
+        """See :meth:`matchcast.transport.failover.Session.start_clean`."""
+        self.session.start_clean()
 
     async def reconnect(self, *, same_node_first: bool = False) -> None:
         """Replace a lost connection: the brokers in :class:`matchcast.transport.failover.Attempts`'
@@ -668,8 +666,7 @@ class FastClient:
             lost = self._attempts.current
 
             async def connect(attempt: Attempt) -> None:
-                if self.clean_start and attempt.index != lost:
-                    self.client_id = failover_client_id(self._base_id)
+                self.session.before(attempt, lost)
                 await self._connect(attempt.url, attempt.timeout)
 
             def give_up_reason(err: BrokerError) -> str:

@@ -48,8 +48,8 @@ from matchcast.transport.failover import (
     FAILOVER_CONNECT_TIMEOUT,
     Attempt,
     Attempts,
+    Session,
     fail_over,
-    failover_client_id,
 )
 
 __all__ = ["V5_CONNACK_TIMEOUT", "MqttClient"]
@@ -239,15 +239,12 @@ class MqttClient:
         self.reconnects = 0
         self._reconnect_lock = asyncio.Lock()
         self._generation = 0
-        self.client_id = client_id or f"matchcast-{uuid.uuid4().hex[:12]}"
-        #: The id given: a clean session failed over to another node goes on under it plus a
-        #: suffix (:func:`matchcast.transport.failover.failover_client_id`).
-        self._base_id = self.client_id
+        #: The client id, clean start and session-present flag across connections.
+        self.session = Session(
+            client_id or f"matchcast-{uuid.uuid4().hex[:12]}", clean_start=clean_start
+        )
         self._protocol = protocol
         self._will = will
-        self._clean_start = clean_start
-        self._session_lost = False
-        self._session_present = False
         self._session_expiry = session_expiry
         self._keepalive = keepalive
         self._timeout = connect_timeout
@@ -283,9 +280,9 @@ class MqttClient:
             props.SessionExpiryInterval = self._session_expiry
         kwargs: dict[str, Any] = {}
         if v5:
-            kwargs["clean_start"] = self._clean_start
+            kwargs["clean_start"] = self.session.clean_start
         else:
-            kwargs["clean_session"] = self._clean_start
+            kwargs["clean_session"] = self.session.clean_start
         client = aiomqtt.Client(
             url.host,
             url.port,
@@ -311,7 +308,7 @@ class MqttClient:
         return client
 
     def _note_session(self, present: bool) -> None:
-        self._session_present = present
+        self.session.present = present
 
     async def _probe_v5(self, index: int) -> bool:
         """Whether the broker accepts MQTT 5, asked once per broker address.
@@ -424,31 +421,24 @@ class MqttClient:
         raise BrokerError(str(url), "refused both MQTT 5 and MQTT 3.1.1")  # pragma: no cover
 
     @property
+    def client_id(self) -> str:
+        """The client id of the current (or next) connection."""
+        return self.session.client_id
+
+    @property
     def persistent(self) -> bool:
-        """True while connections ask the broker to resume the session (clean start off)."""
-        return not self._clean_start
+        """See :attr:`matchcast.transport.failover.Session.persistent`."""
+        return self.session.persistent
 
     @property
     def session_resumed(self) -> bool:
-        """True where the current connection resumed a persistent session (the broker's
-        CONNACK said so): what was published while away comes queued."""
-        return not self._clean_start and self._session_present
-
-    @property
-    def session_lost(self) -> bool:
-        """True once :meth:`start_clean` gave up a persistent session: the runner reads it to
-        take a newer snapshot of each match it knows (consumers/_latejoin.py)."""
-        return self._session_lost
+        """See :attr:`matchcast.transport.failover.Session.resumed` (aiomqtt keeps the
+        CONNACK's flag to itself: :func:`_note_session_present`)."""
+        return self.session.resumed
 
     def start_clean(self) -> None:
-        """Connect with a clean session, under a client id of its own, from now on: the
-        persistent session cannot be resumed. RabbitMQ 3.10 keeps a session's queue on one
-        node; with that node gone, a subscribe under the same client id hangs on any other,
-        clean session or not. The original id keeps its session for when the node returns.
-        Reconnect with ``same_node_first``: the node that could not resume it is up."""
-        self._session_lost = self._session_lost or not self._clean_start
-        self._clean_start = True
-        self.client_id = failover_client_id(self._base_id)
+        """See :meth:`matchcast.transport.failover.Session.start_clean`."""
+        self.session.start_clean()
 
     def _v311_only(self, key: tuple[str, int]) -> None:
         """Remember that this address speaks 3.1.1 only, and assume so of the other nodes of
@@ -508,8 +498,7 @@ class MqttClient:
 
         async def connect(attempt: Attempt) -> None:
             self._attempt_timeout = attempt.timeout
-            if self._clean_start and attempt.index != lost:
-                self.client_id = failover_client_id(self._base_id)
+            self.session.before(attempt, lost)
             try:
                 await self._connect_to(attempt.index)
             finally:

@@ -31,12 +31,11 @@ STATES = _states()
 
 
 class Source:
-    """An in-memory MessageSource that can say its session was given up."""
+    """An in-memory MessageSource whose connections resume no session."""
 
-    def __init__(self, *, session_lost: bool = False) -> None:
+    def __init__(self) -> None:
         self.queue: asyncio.Queue[Message | None] = asyncio.Queue()
         self.filters: list[str] = []
-        self.session_lost = session_lost
 
     async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
         self.filters.append(topic_filter)
@@ -67,7 +66,7 @@ async def test_a_rejoin_after_a_lost_session_takes_the_newer_snapshot_from_the_e
     first.queue.put_nowait(None)  # the node dies
     # Rejoined on another node with a clean session: the match ended while away, and only
     # the exact state topic gets the retained snapshot (RabbitMQ 3.10).
-    second = Source(session_lost=True)
+    second = Source()
     second.queue.put_nowait(harness.message(STATES[-1], retain=True))
     async with runner, asyncio.timeout(10):
         with pytest.raises(ConnectionLostError):

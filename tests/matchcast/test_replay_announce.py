@@ -25,7 +25,7 @@ from matchcast.app.replay import _StatusTopic
 from matchcast.transport import mqtt311
 from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
-from tests._proxies import Connection, PacketProxy, QoS1Refuser, SubscribeCloser
+from tests._proxies import QoS1Refuser, SubscribeCloser
 from tests.test_fastmqtt_sessions import fake_broker, read_packet
 
 
@@ -227,24 +227,6 @@ async def test_a_replayer_id_a_node_will_not_serve_goes_on_under_one_of_its_own(
     assert report.final_state is not None and report.final_state.scoreline == "ARG 2-1 ENG"
 
 
-class _ControlCloser(PacketProxy):
-    """Closes the connection at every SUBSCRIBE to a control topic, whatever the client id."""
-
-    def __init__(self, upstream_port: int) -> None:
-        super().__init__(upstream_port)
-        self.connects = 0
-        self.closed = 0
-
-    def client_packet(self, conn: Connection, first: int, start: int, packet: bytes) -> bool:
-        if first == 0x10:
-            self.connects += 1
-        if first == 0x82 and b"/control" in packet:
-            self.closed += 1
-            conn.writer.transport.abort()
-            return False
-        return True
-
-
 async def test_a_node_that_closes_every_control_subscription_is_played_on_without_control(
     mosquitto_url: BrokerURL,
 ) -> None:
@@ -253,7 +235,7 @@ async def test_a_node_that_closes_every_control_subscription_is_played_on_withou
     (under a client id of its own the second time), then plays on there without commands."""
     topics = Topics(root="t-announce-closer")
     semi = resolve_matches("semifinal")[0]
-    async with _ControlCloser(mosquitto_url.port) as closer:
+    async with SubscribeCloser(mosquitto_url.port, topic_part=b"/control") as closer:
         through = BrokerURL("127.0.0.1", closer.port)
         options = ReplayOptions(speed=800.0, break_seconds=0.2, topics=topics)
         with capture_logs() as logs:
@@ -274,7 +256,7 @@ async def test_a_replay_leaves_a_node_that_closes_its_control_subscription_for_t
     topics = Topics(root="t-announce-next")
     semi = resolve_matches("semifinal")[0]
     ready = asyncio.Event()
-    async with _ControlCloser(mosquitto_url.port) as closer:
+    async with SubscribeCloser(mosquitto_url.port, topic_part=b"/control") as closer:
         urls = [BrokerURL("127.0.0.1", closer.port), mosquitto_url]
         options = ReplayOptions(speed=20.0, break_seconds=0.2, topics=topics)
         async with asyncio.timeout(60), asyncio.TaskGroup() as tg:

@@ -39,6 +39,23 @@ def _status(rid: str, status: str, at: dt.datetime, *matches: str) -> ReplayerSt
     )
 
 
+class _Changes:
+    """What ``follow_replayers`` said, and a wait for a given change."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self._changed = asyncio.Event()
+
+    def on_change(self, match_id: str, status: str) -> None:
+        self.seen.append((match_id, status))
+        self._changed.set()
+
+    async def until(self, item: tuple[str, str]) -> None:
+        while item not in self.seen:
+            await self._changed.wait()
+            self._changed.clear()
+
+
 def test_the_latest_replayer_of_a_match_decides_its_status() -> None:
     """An older replayer's will, delivered after a newer one's online, changes nothing."""
     book = ReplayerBook()
@@ -81,17 +98,7 @@ async def test_a_replayer_killed_is_reported_offline(
     mosquitto_url: BrokerURL, topics: Topics
 ) -> None:
     """SIGKILL: no goodbye; its last will (published by the broker) says offline."""
-    seen: list[tuple[str, str]] = []
-    changed = asyncio.Event()
-
-    def on_change(match_id: str, status: str) -> None:
-        seen.append((match_id, status))
-        changed.set()
-
-    async def until(item: tuple[str, str]) -> None:
-        while item not in seen:
-            await changed.wait()
-            changed.clear()
+    changes = _Changes()
 
     args = ["replay", "--speed", "1", "--broker", str(mosquitto_url), "--root", topics.root]
     replayer = await asyncio.create_subprocess_exec(
@@ -105,10 +112,10 @@ async def test_a_replayer_killed_is_reported_offline(
     )
     try:
         async with asyncio.timeout(60), asyncio.TaskGroup() as tg:
-            follower = tg.create_task(follow_replayers(mosquitto_url, topics, on_change))
-            await until((SEMI.match_id, "online"))
+            follower = tg.create_task(follow_replayers(mosquitto_url, topics, changes.on_change))
+            await changes.until((SEMI.match_id, "online"))
             replayer.send_signal(signal.SIGKILL)
-            await until((SEMI.match_id, "offline"))
+            await changes.until((SEMI.match_id, "offline"))
             follower.cancel()
     finally:
         if replayer.returncode is None:
@@ -201,17 +208,7 @@ async def test_the_follower_reads_on_after_its_connection_is_lost(
     """It ended at the first lost connection (``replayer_status.lost``): a view then kept a
     replayer's last status for good, an ``offline`` from a will among them, though the
     replayer came back online (a newcomer's NATS failover run). It reconnects and reads on."""
-    seen: list[tuple[str, str]] = []
-    changed = asyncio.Event()
-
-    def on_change(match_id: str, status: str) -> None:
-        seen.append((match_id, status))
-        changed.set()
-
-    async def until(item: tuple[str, str]) -> None:
-        while item not in seen:
-            await changed.wait()
-            changed.clear()
+    changes = _Changes()
 
     now = dt.datetime.now(dt.UTC)
 
@@ -226,12 +223,12 @@ async def test_the_follower_reads_on_after_its_connection_is_lost(
         through = BrokerURL("127.0.0.1", proxy.port)
         with capture_logs() as logs:
             async with asyncio.timeout(30), asyncio.TaskGroup() as tg:
-                follower = tg.create_task(follow_replayers(through, topics, on_change))
+                follower = tg.create_task(follow_replayers(through, topics, changes.on_change))
                 await say("offline")
-                await until((SEMI.match_id, "offline"))
+                await changes.until((SEMI.match_id, "offline"))
                 proxy.drop()  # the follower's connection is lost; new ones get through
                 await say("online")
-                await until((SEMI.match_id, "online"))
+                await changes.until((SEMI.match_id, "online"))
                 follower.cancel()
     await say("")  # no retained status left behind
     assert "replayer_status.reconnecting" in [e["event"] for e in logs]

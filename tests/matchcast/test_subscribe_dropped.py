@@ -29,7 +29,7 @@ from matchcast.transport import mqtt311
 from matchcast.transport.clients import ClientKind, mqtt_client
 from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
-from tests._proxies import Connection, PacketProxy, SubscribeCloser
+from tests._proxies import SubscribeCloser
 from tests.test_fastmqtt_sessions import fake_broker, read_packet
 
 SEMI = resolve_matches("semifinal")[0]
@@ -184,36 +184,14 @@ async def test_a_broker_that_closes_every_subscribe_is_an_error_after_a_few_trie
     that says no that way): a few tries with a growing wait, then one error that says what
     happened and what to check; never a loop for ever."""
 
-    class _CloseAll(PacketProxy):
-        def client_packet(self, conn: Connection, first: int, start: int, packet: bytes) -> bool:
-            if first == 0x82:
-                conn.writer.transport.abort()
-                return False
-            return True
-
     runner = Runner([], topics=Topics("mctest-dropped-all"))
-    async with _CloseAll(mosquitto_url.port) as proxy:
+    async with SubscribeCloser(mosquitto_url.port) as proxy:
         url = BrokerURL("127.0.0.1", proxy.port)
         with pytest.raises(BrokerError) as caught:
             async with asyncio.timeout(30):  # a hang guard only
                 await run_watch(url, [], runner=runner, protocol="3.1.1", client="fast")
     assert "closed the connection in answer to a subscribe" in caught.value.reason
     assert "times in a row" in caught.value.reason
-
-
-class _CloseEverySubscribe(PacketProxy):
-    """Closes the connection at every SUBSCRIBE, whatever the client id."""
-
-    def __init__(self, upstream_port: int) -> None:
-        super().__init__(upstream_port)
-        self.closed = 0
-
-    def client_packet(self, conn: Connection, first: int, start: int, packet: bytes) -> bool:
-        if first == 0x82:
-            self.closed += 1
-            conn.writer.transport.abort()
-            return False
-        return True
 
 
 @pytest.mark.mosquitto
@@ -229,7 +207,7 @@ async def test_a_node_that_closes_every_subscribe_is_left_for_the_next(
     sub = Subscriber("seen")
     sub.on()(lambda event, _state: seen.append(event.seq))
     runner = Runner([sub], topics=topics)
-    async with _CloseEverySubscribe(mosquitto_url.port) as bad:
+    async with SubscribeCloser(mosquitto_url.port) as bad:
         urls = [BrokerURL("127.0.0.1", bad.port), mosquitto_url]
         with capture_logs() as logs, _shown_on_failure(logs):
             async with asyncio.timeout(45), asyncio.TaskGroup() as tg:
