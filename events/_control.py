@@ -24,9 +24,11 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
     model_validator,
 )
-from pydantic_core import from_json
+from pydantic_core import PydanticCustomError, from_json
 
 from events._clock import MatchClock, parse_minute
 from events._errors import ControlCommandError, DecodeError
@@ -94,10 +96,20 @@ MIN_SPEED = 0.01
 MAX_SPEED = 1_000_000
 #: The one range of a speed, as every error about one says it.
 SPEED_RANGE = "'max' or a number from 0.01 to 1,000,000"
+
+
 #: Match seconds per wall second, or ``"max"``: as fast as the broker takes it. A number on
 #: the wire is a JSON number (not a string), finite, from :data:`MIN_SPEED` to
 #: :data:`MAX_SPEED`.
-Speed = (
+def _in_the_range(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """One error naming the range, instead of one per branch of the union."""
+    try:
+        return handler(value)
+    except ValidationError:
+        raise PydanticCustomError("speed_range", f"speed must be {SPEED_RANGE}") from None
+
+
+Speed = Annotated[
     Annotated[
         float,
         Field(
@@ -108,8 +120,9 @@ Speed = (
             description="Match seconds per wall second",
         ),
     ]
-    | Literal["max"]
-)
+    | Literal["max"],
+    WrapValidator(_in_the_range),
+]
 
 
 def check_speed(value: float | None) -> float | None:
