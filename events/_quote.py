@@ -97,7 +97,8 @@ def validation_problems(err: ValidationError, *, root: str = "(root)") -> list[s
     parts = []
     for e in errors[:MAX_PROBLEMS]:
         loc = ".".join(clip(str(p)) for p in e["loc"]) or root
-        parts.append(f"{loc}: {_cut_inputs(e['msg'], e.get('ctx'))}")
+        msg = e["msg"].removeprefix("Value error, ")  # our own validators' words
+        parts.append(f"{loc}: {_cut_inputs(msg, e.get('ctx'))}")
     if len(errors) > MAX_PROBLEMS:
         parts.append(f"and {len(errors) - MAX_PROBLEMS} more problems")
     return parts

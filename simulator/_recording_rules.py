@@ -99,7 +99,7 @@ def _score_problem(
 
 
 def _line(score: Mapping[str, int]) -> str:
-    return "-".join(f"{t} {n}" for t, n in score.items()) or "none"
+    return ", ".join(f"{t} {n}" for t, n in score.items()) or "none"
 
 
 def event_problem(state: MatchState, event: Event) -> str | None:
@@ -129,7 +129,10 @@ def event_problem(state: MatchState, event: Event) -> str | None:
             return f"kick_off: home and away are both {event.home.code}"
         return None
     teams = {state.home.code, state.away.code}
-    if isinstance(event, KickOff) and {event.home.code, event.away.code} != teams:
+    if isinstance(event, KickOff) and (event.home.code, event.away.code) != (
+        state.home.code,
+        state.away.code,
+    ):
         return (
             f"kick_off names {event.home.code} v {event.away.code}, not the match's "
             f"{state.home.code} v {state.away.code}"

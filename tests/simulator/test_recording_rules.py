@@ -111,6 +111,16 @@ BROKEN: dict[str, tuple[bytes, int, str]] = {
         4,
         "not the match's",
     ),
+    "a later kick-off that swaps home and away": (
+        _lines(
+            *_plain(3),
+            _edit(
+                EVENTS[0], seq=4, home=EVENTS[0].away.model_dump(), away=EVENTS[0].home.model_dump()
+            ),  # type: ignore[attr-defined]
+        ),
+        4,
+        "not the match's",
+    ),
     "a disallowed goal the match never had": (
         _lines(
             *_plain(GOAL),
