@@ -170,7 +170,13 @@ def load(
         typer.Option("--rate", min=0.001, help="Target total events/s (overrides --speed)."),
     ] = None,
     ramp: Annotated[
-        float, typer.Option("--ramp", min=0, help="Start the matches over this many seconds.")
+        float,
+        typer.Option(
+            "--ramp",
+            min=0,
+            max=86_400,  # finite: 'inf' ended the run with an IndexError
+            help="Start the matches over this many seconds.",
+        ),
     ] = 0.0,
     duration: Annotated[
         float | None,
