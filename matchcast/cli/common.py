@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from consumers.printable import printable
-from events import MESSAGE_LIMIT, BrokerError, MatchcastError, MatchFileError, Topics, clip
+from events import MESSAGE_LIMIT, BrokerError, MatchcastError, MatchFileError, Topics, clip, quote
 from matchcast.logs import LogFormat, configure_logging
 from matchcast.redact import redact
 from matchcast.transport.connection import BrokerURL, Protocol, describe
@@ -123,7 +123,7 @@ def run_until_interrupted(coro_fn: Callable[[], Coroutine[Any, Any, T]]) -> T | 
 def setup_logs(fmt: str, verbose: int, quiet_default: bool) -> None:
     """``--log-format`` and ``-v``: warnings only by default where ``quiet_default``."""
     if fmt not in ("auto", "console", "json"):
-        fail(f"--log-format must be auto, console or json, not {fmt!r}", 2)
+        fail(f"--log-format must be auto, console or json, not {quote(fmt)}", 2)
     levels = ["WARNING" if quiet_default else "INFO", "INFO", "DEBUG"]
     lf: LogFormat = fmt  # type: ignore[assignment]
     configure_logging(lf, levels[min(verbose, 2)])

@@ -303,7 +303,7 @@ def _brokers(option: str | None) -> tuple[BrokerURL, ...] | None:
 def parse_protocol(value: str) -> Protocol:
     """The ``--protocol`` value, checked."""
     if value not in ("auto", "5", "3.1.1"):
-        fail(f"--protocol must be auto, 5 or 3.1.1, not {value!r}", 2)
+        fail(f"--protocol must be auto, 5 or 3.1.1, not {quote(value)}", 2)
     return value  # type: ignore[return-value]
 
 
@@ -359,7 +359,7 @@ def replayer_ids(values: list[str] | None, option: str = "--replayer") -> tuple[
     for rid in values or ():
         problem = replayer_id_problem(rid)
         if problem is not None:
-            fail(f"{option} {rid!r} {problem}", 2)
+            fail(f"{option} {quote(rid)} {problem}", 2)
     return tuple(dict.fromkeys(values or ()))
 
 
@@ -374,8 +374,11 @@ def match_filter(value: str) -> str:
     rather than waited for forever."""
     if value != "+" and not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,63}", value):
         lower = value.lower()
-        hint = f": try --match {lower}" if re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", lower) else ""
-        fail(f"--match {value!r}: match ids are lower case letters, digits, _ . and -{hint}", 2)
+        fits = len(lower) <= 64 and re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", lower)
+        hint = f": try --match {lower}" if fits else ""
+        fail(
+            f"--match {quote(value)}: match ids are lower case letters, digits, _ . and -{hint}", 2
+        )
     return value
 
 
