@@ -98,6 +98,30 @@ def test_the_edges_of_the_range_and_max_are_taken(text: str, speed: float | None
 
 
 @pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--break-seconds", "nan"),
+        ("--break-seconds", "inf"),
+        ("--break-seconds", "1e308"),
+        ("--break-seconds", "3601"),
+        ("--break-seconds", "-1"),
+        ("--break-seconds", "\uff12"),
+        ("--resend-window", "nan"),
+        ("--resend-window", "86401"),
+    ],
+)
+def test_the_other_numbers_of_a_replay_are_finite_and_in_range(option: str, value: str) -> None:
+    """``replay --break-seconds nan`` ended the replay with the same NaN deadline."""
+    result = run_cli("replay", option, value, "--broker", "mqtt://127.0.0.1:1")
+    assert result.code == 2
+    assert f"{option} must be a number from 0 to" in result.stderr
+    field = "break_seconds" if option == "--break-seconds" else "resend_window"
+    number = float(value) if value.isascii() else 2.0 * 10**9
+    with pytest.raises(ValueError, match="must be a number from 0 to"):
+        ReplayOptions(**{field: number})
+
+
+@pytest.mark.parametrize(
     "minute",
     ["\uff14\uff15", "\u0664\u0665", "\u0967\u0968", "4_5", "45\u0301", "\uff19\uff10+\uff12"],
 )
