@@ -31,11 +31,13 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from events import (
     MAX_PAYLOAD_BYTES,
+    MESSAGE_LIMIT,
     MatchcastError,
     Message,
     Publisher,
     PublishRefusedError,
     Topics,
+    clip,
     topic_spec,
 )
 
@@ -85,8 +87,13 @@ class DeadLetter(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     consumer: str = Field(description="The runner's name (`Runner(name=...)`)")
-    topic: str = Field(description="The topic the message arrived on")
-    reason: str = Field(description="Why it was rejected, as in the `message.rejected` log line")
+    topic: str = Field(
+        description="The topic the message arrived on (past 200 characters cut: `…[+N chars]`)"
+    )
+    reason: str = Field(
+        description="Why it was rejected, as in the `message.rejected` log line (every piece "
+        "of input it quotes cut at 200 characters)"
+    )
     payload_base64: str = Field(
         description="The payload as received (cut at the 256 KiB limit), base64-encoded"
     )
@@ -97,8 +104,8 @@ class DeadLetter(BaseModel):
         """The dead letter of ``message``, received now."""
         return cls(
             consumer=consumer,
-            topic=message.topic,
-            reason=reason,
+            topic=clip(message.topic),
+            reason=clip(reason, MESSAGE_LIMIT),
             payload_base64=base64.b64encode(message.payload[:MAX_PAYLOAD_BYTES]).decode(),
             received_at=dt.datetime.now(dt.UTC),
         )

@@ -47,7 +47,9 @@ __all__ = [
 ]
 
 ENTRY_POINT_GROUP = "matchcast.subscribers"
-_ATTR = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+#: One name of a dotted attribute path (``Class.method``): checked name by name, with no
+#: nested quantifier.
+_NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +75,7 @@ class InstalledPlugin:
 def _split(spec: str) -> tuple[str, str | None]:
     """``(module or path, attribute)``."""
     head, sep, attr = spec.rpartition(":")
-    if sep and head and _ATTR.match(attr):
+    if sep and head and all(_NAME.fullmatch(name) for name in attr.split(".")):
         return head, attr
     return spec, None
 

@@ -66,8 +66,11 @@ from events import (
     TopicKind,
     Topics,
     UnknownEventTypeError,
+    clip,
+    clip_bytes,
     decode_event,
     decode_state,
+    quote,
     replayer_id_problem,
 )
 
@@ -628,9 +631,12 @@ class Runner:
             self._dead_letter(message, err.reason)
         except Exception as err:  # a bug this message tripped: it costs this message only
             stats.rejected += 1
-            reason = f"internal error: {type(err).__name__}: {err}"[:500]
+            reason = f"internal error: {type(err).__name__}: {clip(str(err))}"
             _log.exception(
-                "message.failed", topic=message.topic, reason=reason, excerpt=message.payload[:120]
+                "message.failed",
+                topic=message.topic,
+                reason=reason,
+                excerpt=clip_bytes(message.payload),
             )
             self._dead_letter(message, reason)
 
@@ -788,7 +794,7 @@ class Runner:
     def _check_topic(payload_match: str, topic_match: str, message: Message) -> None:
         if payload_match != topic_match:
             raise DecodeError(
-                f"match_id {payload_match!r} does not match the topic's {topic_match!r}",
+                f"match_id {quote(payload_match)} does not match the topic's {quote(topic_match)}",
                 topic=message.topic,
                 payload=message.payload,
             )

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from consumers._subscriber import Subscriber, on, on_state, on_stop
 from consumers.printable import printable
-from events import Card, FullTime, GoalDisallowed, MatchState, Possession
+from events import Card, FullTime, GoalDisallowed, MatchState, Possession, clip
 
 __all__ = ["GoalLine", "MatchStats", "PossessionStretch", "Stats"]
 
@@ -65,7 +65,7 @@ class MatchStats:
         for g in self.state.goals:
             running[g.team] = running.get(g.team, 0) + 1
             score = "-".join(str(running.get(c, 0)) for c in codes)
-            lines.append(GoalLine(g.clock.label, g.team, g.scorer, score, g.method))
+            lines.append(GoalLine(g.clock.label, g.team, clip(g.scorer), score, g.method))
         return lines
 
     def report(self) -> str:
@@ -129,9 +129,9 @@ class Stats(Subscriber):
 
     @on(GoalDisallowed)
     def _disallowed(self, event: GoalDisallowed, state: MatchState) -> None:
-        why = f": {event.reason}" if event.reason else ""
+        why = f": {clip(event.reason)}" if event.reason else ""
         self._of(state).disallowed.append(
-            f"{event.clock.label:<6} {event.team} {event.goal_id}{why}"
+            f"{event.clock.label:<6} {event.team} {clip(event.goal_id)}{why}"
         )
 
     @on(Card)

@@ -18,7 +18,7 @@ from consumers._runner import MAX_MATCHES
 from consumers._subscriber import Subscriber
 from consumers.printable import printable
 from consumers.scoreboard import Scoreboard, commentary
-from events import Event, MatchState, Possession
+from events import Event, MatchState, Possession, clip
 
 __all__ = ["TerminalView"]
 
@@ -126,9 +126,10 @@ def _about(state: MatchState) -> str | None:
     info = state.info
     if info is None:
         return None
-    where = ", ".join(p for p in (info.venue, info.city) if p)
+    where = ", ".join(clip(p) for p in (info.venue, info.city) if p)
     when = info.kickoff.strftime("%Y-%m-%d %H:%M") if info.kickoff else info.date
-    parts = [info.competition, info.stage, where, str(when) if when else None]
+    parts = [clip(p) if p else None for p in (info.competition, info.stage)]
+    parts += [where, str(when) if when else None]
     return " · ".join(p for p in parts if p) or None
 
 
@@ -142,8 +143,8 @@ def _span(state: MatchState) -> str | None:
 
 
 def _board(state: MatchState, possession_span: str | None = None, offline: bool = False) -> Panel:
-    home = printable(state.home.name) if state.home else "?"
-    away = printable(state.away.name) if state.away else "?"
+    home = printable(clip(state.home.name)) if state.home else "?"
+    away = printable(clip(state.away.name)) if state.away else "?"
     hc = state.home.code if state.home else ""
     ac = state.away.code if state.away else ""
     table = Table.grid(expand=True, padding=(0, 2))
@@ -155,10 +156,10 @@ def _board(state: MatchState, possession_span: str | None = None, offline: bool 
         Text(home, style="bold"), Text(score, style="bold reverse"), Text(away, style="bold")
     )
     scorers_home = "\n".join(
-        printable(f"{g.scorer} {g.clock.label}") for g in state.goals if g.team == hc
+        printable(f"{clip(g.scorer)} {g.clock.label}") for g in state.goals if g.team == hc
     )
     scorers_away = "\n".join(
-        printable(f"{g.scorer} {g.clock.label}") for g in state.goals if g.team == ac
+        printable(f"{clip(g.scorer)} {g.clock.label}") for g in state.goals if g.team == ac
     )
     table.add_row(
         Text(scorers_home, style="dim"),
@@ -181,7 +182,7 @@ def _board(state: MatchState, possession_span: str | None = None, offline: bool 
         ph, pa = state.shootout.get(hc, 0), state.shootout.get(ac, 0)
         teams = [t for t in (state.home, state.away) if t and t.code == state.winner]
         said = (
-            f"{teams[0].name} win {max(ph, pa)}-{min(ph, pa)} on penalties"
+            f"{clip(teams[0].name)} win {max(ph, pa)}-{min(ph, pa)} on penalties"
             if teams
             else f"penalties {ph} - {pa}"
         )

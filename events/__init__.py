@@ -26,6 +26,9 @@ from events._codec import (
 )
 from events._control import (
     MAX_COMMAND_BYTES,
+    MAX_SPEED,
+    MIN_SPEED,
+    SPEED_RANGE,
     ControlAction,
     ControlCommand,
     ControlReply,
@@ -34,10 +37,12 @@ from events._control import (
     ReplayerStatus,
     RequestId,
     Speed,
+    check_speed,
     decode_command,
     decode_reply,
     decode_status,
     encode_control,
+    parse_speed,
 )
 from events._errors import (
     BrokerError,
@@ -53,6 +58,16 @@ from events._errors import (
     UnsupportedVersionError,
 )
 from events._models import *  # noqa: F403 - every event type and its vocabulary: see its __all__
+from events._numbers import decimal_number, in_range, shown, whole_number
+from events._quote import (
+    MAX_PROBLEMS,
+    MESSAGE_LIMIT,
+    QUOTE_LIMIT,
+    clip,
+    clip_bytes,
+    quote,
+    validation_problems,
+)
 from events._state import (
     CardRecord,
     GoalRecord,
@@ -91,7 +106,13 @@ __all__ = [
     "LOAD_ROOT",
     "MAX_COMMAND_BYTES",
     "MAX_PAYLOAD_BYTES",
+    "MAX_PROBLEMS",
+    "MAX_SPEED",
+    "MESSAGE_LIMIT",
+    "MIN_SPEED",
     "PERIOD_BOUNDS",
+    "QUOTE_LIMIT",
+    "SPEED_RANGE",
     "TOPIC_TREE",
     "BatchSource",
     "BrokerError",
@@ -131,6 +152,10 @@ __all__ = [
     "UnsupportedVersionError",
     "apply",
     "check_sequence",
+    "check_speed",
+    "clip",
+    "clip_bytes",
+    "decimal_number",
     "decode_command",
     "decode_event",
     "decode_reply",
@@ -141,11 +166,17 @@ __all__ = [
     "encode_state",
     "format_minute",
     "format_validation_error",
+    "in_range",
     "minute_of_play",
     "parse_minute",
+    "parse_speed",
+    "quote",
     "replay_state",
     "replayer_id_problem",
+    "shown",
     "topic_spec",
+    "validation_problems",
+    "whole_number",
 ]
 # Every event type is exported with no second list: a new type in events/_models.py is here too.
 __all__ += _models.__all__

@@ -19,6 +19,9 @@ from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from events._numbers import whole_number
+from events._quote import quote
+
 __all__ = [
     "ADDED_TIME_AFTER",
     "LAST_MINUTE",
@@ -132,14 +135,17 @@ def parse_minute(text: str) -> MatchClock:
     The inverse of :func:`format_minute` for every minute of play (not ``PEN``, which has
     no minute to start from).
 
+    Only the ASCII digits 0-9 are read (:mod:`events._numbers`): a fullwidth
+    ``\\uff14\\uff15`` is refused.
+
     Raises:
         ValueError: not such a minute; the message says what is expected.
     """
-    body = text.strip().rstrip("'")
+    problem = f"a minute is written like 60 or 90+2 in the digits 0-9, not {quote(text)}"
+    body = text.strip().rstrip("'") if len(text) <= 32 else ""
     minute, _, added = body.partition("+")
-    problem = f"a minute is written like 60 or 90+2, not {text!r}"
     try:
-        value, extra = int(minute), int(added or 0)
+        value, extra = whole_number(minute), whole_number(added) if added else 0
     except ValueError:
         raise ValueError(problem) from None
     if not Period.FIRST_HALF.first_minute <= value <= LAST_MINUTE:
@@ -161,6 +167,10 @@ def minute_of_play(period: Period, elapsed: int) -> tuple[int, int] | None:
     return (played, 0) if played <= last else (last, played - last)
 
 
+#: The longest minute label (``120+30'``).
+_MAX_LABEL = 8
+
+
 @functools.lru_cache(maxsize=4096)
 def _clock_label(period: Period, minute: int, added: int, label: str) -> str:
     """``label`` when it is right for the clock, the label to fill in when
@@ -177,7 +187,7 @@ def _clock_label(period: Period, minute: int, added: int, label: str) -> str:
     if not label:
         return expected
     if label != expected:
-        raise ValueError(f"label {label!r} does not match the clock, expected {expected!r}")
+        raise ValueError(f"label {quote(label)} does not match the clock, expected {expected!r}")
     return label
 
 
@@ -199,6 +209,8 @@ class MatchClock(BaseModel):
     def _check(self) -> Self:
         # Called for every event decoded, so the verdict on each (period, minute, added,
         # label) is computed once and remembered: there are a few hundred valid clocks.
+        if len(self.label) > _MAX_LABEL:  # never a key of the cache below: it is input
+            raise ValueError(f"label {quote(self.label)} is not a minute label such as 90+2'")
         label = _clock_label(self.period, self.minute, self.added, self.label)
         if label != self.label:  # the label was left out: fill it in
             object.__setattr__(self, "label", label)

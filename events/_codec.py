@@ -22,6 +22,8 @@ from pydantic_core import from_json
 
 from events._errors import DecodeError, UnknownEventTypeError, UnsupportedVersionError
 from events._models import SCHEMA_VERSION, BaseEvent, Event, EventAdapter
+from events._numbers import whole_number
+from events._quote import format_validation_error, quote
 from events._state import MatchState
 
 __all__ = [
@@ -62,15 +64,6 @@ def encode_state(state: MatchState) -> bytes:
     return state.model_dump_json(exclude_none=True).encode()
 
 
-def format_validation_error(err: ValidationError) -> str:
-    """One readable line per problem: ``field.path: what was expected``."""
-    parts = []
-    for e in err.errors(include_url=False, include_input=False):
-        loc = ".".join(str(p) for p in e["loc"]) or "(root)"
-        parts.append(f"{loc}: {e['msg']}")
-    return "; ".join(parts)
-
-
 def _check_version(data: Any, topic: str, payload: bytes) -> bool:
     """Raise unless ``data`` is an object of a version this build reads; True if it is of a
     newer minor (read leniently)."""
@@ -83,11 +76,12 @@ def _check_version(data: Any, topic: str, payload: bytes) -> bool:
         raise DecodeError(
             "schema_version must be a string like '1.0'", topic=topic, payload=payload
         )
-    try:
-        major, minor = (int(p) for p in version.split("."))
+    head, _, tail = version.partition(".")
+    try:  # ASCII digits only: an Arabic-Indic "1.3" is no version
+        major, minor = whole_number(head), whole_number(tail)
     except ValueError:
         raise DecodeError(
-            f"schema_version {version!r} is not MAJOR.MINOR", topic=topic, payload=payload
+            f"schema_version {quote(version)} is not MAJOR.MINOR", topic=topic, payload=payload
         ) from None
     if major != _MAJOR:
         raise UnsupportedVersionError(

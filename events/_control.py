@@ -24,17 +24,24 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
     model_validator,
 )
-from pydantic_core import from_json
+from pydantic_core import PydanticCustomError, from_json
 
 from events._clock import MatchClock, parse_minute
 from events._errors import ControlCommandError, DecodeError
 from events._models import MatchId, RunId
+from events._numbers import decimal_number
+from events._quote import format_validation_error, quote
 from events._topics import MAX_REPLAYER_ID, replayer_id_problem
 
 __all__ = [
     "MAX_COMMAND_BYTES",
+    "MAX_SPEED",
+    "MIN_SPEED",
+    "SPEED_RANGE",
     "ControlAction",
     "ControlCommand",
     "ControlReply",
@@ -43,10 +50,12 @@ __all__ = [
     "ReplayerStatus",
     "RequestId",
     "Speed",
+    "check_speed",
     "decode_command",
     "decode_reply",
     "decode_status",
     "encode_control",
+    "parse_speed",
 ]
 
 #: Commands past this size are refused before parsing; a real one is under 300 bytes.
@@ -80,11 +89,72 @@ def _one_level(value: str) -> str:
 ReplayerId = Annotated[
     str, Field(min_length=1, max_length=MAX_REPLAYER_ID), AfterValidator(_one_level)
 ]
-#: Match seconds per wall second, or ``"max"``: as fast as the broker takes it.
-Speed = (
-    Annotated[float, Field(gt=0, le=1_000_000, description="Match seconds per wall second")]
-    | Literal["max"]
-)
+#: The slowest speed: a 90-minute match in 150 hours. A slower one never ends in practice
+#: (``1e-300``), and a subnormal one (``5e-324``) turned the schedule into NaN.
+MIN_SPEED = 0.01
+#: The fastest timed speed; faster is ``max``, as fast as the broker takes it.
+MAX_SPEED = 1_000_000
+#: The one range of a speed, as every error about one says it.
+SPEED_RANGE = "'max' or a number from 0.01 to 1,000,000"
+
+
+#: Match seconds per wall second, or ``"max"``: as fast as the broker takes it. A number on
+#: the wire is a JSON number (not a string), finite, from :data:`MIN_SPEED` to
+#: :data:`MAX_SPEED`.
+def _in_the_range(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """One error naming the range, instead of one per branch of the union."""
+    try:
+        return handler(value)
+    except ValidationError:
+        raise PydanticCustomError("speed_range", f"speed must be {SPEED_RANGE}") from None
+
+
+Speed = Annotated[
+    Annotated[
+        float,
+        Field(
+            ge=MIN_SPEED,
+            le=MAX_SPEED,
+            allow_inf_nan=False,
+            strict=True,
+            description="Match seconds per wall second",
+        ),
+    ]
+    | Literal["max"],
+    WrapValidator(_in_the_range),
+]
+
+
+def check_speed(value: float | None) -> float | None:
+    """``value`` if it is a speed (None: ``max``); the one range check of a number.
+
+    Raises:
+        ValueError: not a finite number from :data:`MIN_SPEED` to :data:`MAX_SPEED`.
+    """
+    if value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not MIN_SPEED <= value <= MAX_SPEED  # NaN fails this too
+    ):
+        raise ValueError(f"speed must be {SPEED_RANGE}, not {quote(value)}")
+    return float(value)
+
+
+def parse_speed(text: str) -> float | None:
+    """The speed a person typed: ``max`` (None), or a number in ASCII digits in the range
+    (:func:`events.decimal_number`); the one parser of every speed given as text.
+
+    Raises:
+        ValueError: anything else, with :data:`SPEED_RANGE` in the message.
+    """
+    if text.strip().lower() == "max":
+        return None
+    try:
+        return check_speed(decimal_number(text.strip()))
+    except ValueError:
+        raise ValueError(f"speed must be {SPEED_RANGE}, not {quote(text)}") from None
 
 
 class _Frozen(BaseModel):
@@ -119,7 +189,7 @@ class ControlCommand(_Frozen):
                 raise ValueError("seek needs a minute, such as 80 or 90+2")
             parse_minute(self.minute)
         if self.command == "speed" and self.speed is None:
-            raise ValueError("speed needs a speed: a number above 0, or 'max'")
+            raise ValueError(f"speed needs a speed: {SPEED_RANGE}")
         return self
 
     @property
@@ -199,12 +269,8 @@ def decode_status(payload: bytes, *, topic: str = "") -> ReplayerStatus:
     try:
         return ReplayerStatus.model_validate_json(payload, extra="ignore")
     except ValidationError as err:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-            for e in err.errors(include_url=False, include_input=False)[:3]
-        )
         raise DecodeError(
-            f"not a replayer status: {problems}", topic=topic, payload=payload
+            f"not a replayer status: {format_validation_error(err)}", topic=topic, payload=payload
         ) from None
 
 
@@ -237,12 +303,8 @@ def decode_command(payload: bytes, *, topic: str = "") -> ControlCommand:
     try:
         return ControlCommand.model_validate(data)
     except ValidationError as err:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-            for e in err.errors(include_url=False, include_input=False)
-        )
         raise ControlCommandError(
-            problems,
+            format_validation_error(err),
             topic=topic,
             request_id=_salvage(data, "request_id"),
             reply_to=_salvage(data, "reply_to"),

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from events._quote import MESSAGE_LIMIT, clip, clip_bytes, quote
+
 __all__ = [
     "BrokerError",
     "ConnectionLostError",
@@ -44,16 +46,18 @@ class DecodeError(MatchcastError):
 
     Attributes:
         topic: the topic the payload arrived on (empty when decoded off the wire).
-        reason: what is wrong, in words.
-        excerpt: the first bytes of the payload, for the log line.
+        reason: what is wrong, in words; every piece of input it quotes is cut
+            (:mod:`events._quote`), and so is the whole, to :data:`events.MESSAGE_LIMIT`.
+        excerpt: the first bytes of the payload as text, cut (:func:`events.clip_bytes`),
+            for the log line.
     """
 
     def __init__(self, reason: str, *, topic: str = "", payload: bytes = b"") -> None:
         self.topic = topic
-        self.reason = reason
-        self.excerpt = payload[:120]
-        where = f" on {topic!r}" if topic else ""
-        super().__init__(f"undecodable payload{where}: {reason}")
+        self.reason = clip(reason, MESSAGE_LIMIT)
+        self.excerpt = clip_bytes(payload)
+        where = f" on {quote(topic)}" if topic else ""
+        super().__init__(f"undecodable payload{where}: {self.reason}")
 
 
 class UnsupportedVersionError(DecodeError):
@@ -62,9 +66,9 @@ class UnsupportedVersionError(DecodeError):
     def __init__(
         self, version: str, supported: str, *, topic: str = "", payload: bytes = b""
     ) -> None:
-        self.version = version
+        self.version = clip(version)
         super().__init__(
-            f"schema version {version!r} is not supported (this build reads {supported}); "
+            f"schema version {quote(version)} is not supported (this build reads {supported}); "
             "upgrade matchcast to read it",
             topic=topic,
             payload=payload,
@@ -79,7 +83,7 @@ class UnknownEventTypeError(DecodeError):
     place in the match is known.
 
     Attributes:
-        event_type: the ``type`` it carried.
+        event_type: the ``type`` it carried, cut (:func:`events.clip`).
         version: its ``schema_version``.
         match_id, seq, run: its envelope.
     """
@@ -95,14 +99,14 @@ class UnknownEventTypeError(DecodeError):
         topic: str = "",
         payload: bytes = b"",
     ) -> None:
-        self.event_type = event_type
-        self.version = version
+        self.event_type = clip(event_type)
+        self.version = clip(version)
         self.match_id = match_id
         self.seq = seq
         self.run = run
         super().__init__(
-            f"event type {event_type!r} of schema version {version} is unknown to this build; "
-            "skipped (upgrade matchcast to handle it)",
+            f"event type {quote(event_type)} of schema version {self.version} is unknown to "
+            "this build; skipped (upgrade matchcast to handle it)",
             topic=topic,
             payload=payload,
         )
@@ -126,11 +130,11 @@ class ControlCommandError(MatchcastError):
         request_id: str | None = None,
         reply_to: str | None = None,
     ) -> None:
-        self.reason = reason
+        self.reason = clip(reason, MESSAGE_LIMIT)
         self.topic = topic
         self.request_id = request_id
         self.reply_to = reply_to
-        super().__init__(f"control command on {topic or '?'}: {reason}")
+        super().__init__(f"control command on {clip(topic) or '?'}: {self.reason}")
 
 
 class MatchFileError(MatchcastError):
@@ -143,7 +147,7 @@ class MatchFileError(MatchcastError):
 
     def __init__(self, path: Path | str, problems: Sequence[str]) -> None:
         self.path = Path(path)
-        self.problems = list(problems)
+        self.problems = [clip(p, MESSAGE_LIMIT) for p in problems]
         lines = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"{self.path}: invalid match file\n{lines}")
 
@@ -157,8 +161,8 @@ class BrokerError(MatchcastError):
 
     def __init__(self, url: str, reason: str) -> None:
         self.url = url
-        self.reason = reason
-        super().__init__(f"broker {url}: {reason}")
+        self.reason = clip(reason, MESSAGE_LIMIT)  # may quote what a broker sent
+        super().__init__(f"broker {url}: {self.reason}")
 
 
 class ConnectionLostError(BrokerError):

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, get_args
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
 from events._clock import MatchClock, Period
+from events._quote import clip
 
 if TYPE_CHECKING:
     from events._state import GoalRecord, MatchState
@@ -280,7 +281,7 @@ class KickOff(BaseEvent):
 
     def describe(self, state: MatchState) -> Said:
         if self.clock.period is Period.FIRST_HALF:
-            return Said("KICK-OFF", f"{self.home.name} v {self.away.name}")
+            return Said("KICK-OFF", f"{clip(self.home.name)} v {clip(self.away.name)}")
         return Said("KICK-OFF", f"{self.clock.period.short} under way")
 
 
@@ -316,10 +317,11 @@ class Goal(BaseEvent):
     def describe(self, state: MatchState) -> Said:
         how = GOAL_METHOD_NAMES.get(self.method or "", "")
         tag = {"penalty": " (pen)", "own_goal": " (o.g.)"}.get(self.method or "", "")
+        scorer = clip(self.scorer)
         return Said(
             "GOAL",
-            f"{self.scorer} ({self.team}){f', {how}' if how else ''}. {page_score(state)}",
-            f"GOAL  {self.scorer} ({self.team}){tag}  {short_score(state)}",
+            f"{scorer} ({self.team}){f', {how}' if how else ''}. {page_score(state)}",
+            f"GOAL  {scorer} ({self.team}){tag}  {short_score(state)}",
         )
 
     @classmethod
@@ -328,8 +330,8 @@ class Goal(BaseEvent):
         return Commentary(
             minute=goal.clock.label,
             kind="GOAL",
-            text=f"{goal.scorer} ({goal.team})",
-            line=f"GOAL  {goal.scorer} ({goal.team})",
+            text=f"{clip(goal.scorer)} ({goal.team})",
+            line=f"GOAL  {clip(goal.scorer)} ({goal.team})",
             style=cls.style or cls.event_type(),
         )
 
@@ -356,7 +358,7 @@ class GoalDisallowed(BaseEvent):
     score: Score = Field(description="Score after the retraction")
 
     def describe(self, state: MatchState) -> Said:
-        why = f": {self.reason}" if self.reason else ""
+        why = f": {clip(self.reason)}" if self.reason else ""
         return Said(
             "NO GOAL",
             f"{self.team} goal ruled out{why}. {page_score(state)}",
@@ -396,7 +398,9 @@ class Card(BaseEvent):
     card: Literal["yellow", "second_yellow", "red"]
 
     def describe(self, state: MatchState) -> Said:
-        return Said(f"{self.card.replace('_', ' ').upper()} CARD", f"{self.player} ({self.team})")
+        return Said(
+            f"{self.card.replace('_', ' ').upper()} CARD", f"{clip(self.player)} ({self.team})"
+        )
 
 
 class Substitution(BaseEvent):
@@ -415,7 +419,7 @@ class Substitution(BaseEvent):
     player_on: str = Field(min_length=1)
 
     def describe(self, state: MatchState) -> Said:
-        return Said("SUB", f"{self.team}: {self.player_on} on, {self.player_off} off")
+        return Said("SUB", f"{self.team}: {clip(self.player_on)} on, {clip(self.player_off)} off")
 
 
 class ShootoutKick(BaseEvent):
@@ -444,8 +448,8 @@ class ShootoutKick(BaseEvent):
         pens = "-".join(str(v) for v in self.shootout.values())
         return Said(
             "PENALTY",
-            f"{self.taker} ({self.team}) {result}",
-            f"{self.taker} ({self.team}) {result}  {pens}",
+            f"{clip(self.taker)} ({self.team}) {result}",
+            f"{clip(self.taker)} ({self.team}) {result}  {pens}",
         )
 
 
@@ -547,8 +551,8 @@ class VarReview(BaseEvent):
     reason: str | None = Field(default=None, description="Why, for a person: 'offside'")
 
     def describe(self, state: MatchState) -> Said:
-        who = f"{self.player} ({self.team})" if self.player else self.team
-        why = f" ({self.reason})" if self.reason else ""
+        who = f"{clip(self.player)} ({self.team})" if self.player else self.team
+        why = f" ({clip(self.reason)})" if self.reason else ""
         checked = _VAR_REVIEWED[self.reviewed].capitalize()
         return Said("VAR", f"{checked} review, {who}: {_VAR_DECISIONS[self.decision]}{why}")
 

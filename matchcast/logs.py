@@ -16,9 +16,10 @@ from typing import Any, Literal, TextIO
 import structlog
 
 from consumers.printable import printable
+from events import MESSAGE_LIMIT, QUOTE_LIMIT, clip, clip_bytes
 from matchcast import redact
 
-__all__ = ["LogFormat", "configure_logging"]
+__all__ = ["COMPOSED_KEYS", "LogFormat", "clip_values", "configure_logging"]
 
 LogFormat = Literal["auto", "console", "json"]
 
@@ -50,9 +51,15 @@ def configure_logging(
         if fmt == "json"
         else structlog.processors.format_exc_info
     )
-    # No secret in any log line (matchcast.redact), and wire text shows its control characters
+    # Every value cut first (events.clip), so nothing after it takes time on a long string;
+    # no secret in any log line (matchcast.redact), and wire text shows its control characters
     # escaped instead of driving the terminal (consumers printable).
-    last: list[structlog.typing.Processor] = [tracebacks, redact.redact_event, _printable_values]
+    last: list[structlog.typing.Processor] = [
+        tracebacks,
+        clip_values,
+        redact.redact_event,
+        _printable_values,
+    ]
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -119,6 +126,42 @@ class _SocketErrorsAsDebug(logging.Filter):
 class _LibraryHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """The root handler :func:`configure_logging` installs (and replaces when called again,
     so the stream and format of the last call hold)."""
+
+
+#: Keys whose values matchcast composes itself, quoting any input in them cut already
+#: (a rejection reason, an error, a hint, a broker list from the command line): cut at
+#: :data:`events.MESSAGE_LIMIT`. Every other value may be input itself (a topic, an id, an
+#: excerpt) and is cut at :data:`events.QUOTE_LIMIT`.
+COMPOSED_KEYS = frozenset({"event", "reason", "error", "hint", "broker", "url"})
+#: A traceback's text is matchcast's own but for the error messages in it.
+TRACEBACK_LIMIT = 20_000
+
+
+def _clip_value(value: Any, limit: int) -> Any:
+    if isinstance(value, str):
+        return clip(value, limit)
+    if isinstance(value, bytes | bytearray):
+        return clip_bytes(bytes(value), limit)
+    if isinstance(value, dict):
+        return {_clip_value(k, QUOTE_LIMIT): _clip_value(v, limit) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clip_value(v, limit) for v in value]
+    return value
+
+
+def clip_values(
+    _logger: object, _method: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """structlog processor, before any other that reads values: every string in a log line
+    cut (:func:`events.clip`), input at 200 characters, matchcast's own composed values at
+    :data:`events.MESSAGE_LIMIT`, a traceback at :data:`TRACEBACK_LIMIT`."""
+    for key, value in list(event_dict.items()):
+        if key == "exception":
+            limit = TRACEBACK_LIMIT if isinstance(value, str) else MESSAGE_LIMIT
+        else:
+            limit = MESSAGE_LIMIT if key in COMPOSED_KEYS else QUOTE_LIMIT
+        event_dict[key] = _clip_value(value, limit)
+    return event_dict
 
 
 def _printable_values(

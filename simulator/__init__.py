@@ -22,6 +22,8 @@ from simulator._generate import BASE_RATE, expected_goals, simulate_match
 from simulator._matchfile import *  # noqa: F403 - the match file and every kind of incident
 from simulator._recording import RECORDING_SUFFIX, Recording, is_recording, load_recording
 from simulator._replay import (
+    MAX_BREAK_SECONDS,
+    MAX_RESEND_WINDOW_S,
     RESEND_WINDOW_S,
     Clock,
     MonotonicClock,
@@ -52,6 +54,8 @@ __all__ = [
     "IMPORT_FILE",
     "LOAD_REPORT",
     "MATCH_FILE",
+    "MAX_BREAK_SECONDS",
+    "MAX_RESEND_WINDOW_S",
     "RECORDING",
     "RECORDING_SUFFIX",
     "RESEND_WINDOW_S",

@@ -24,6 +24,8 @@ from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from events import (
+    MAX_PROBLEMS,
+    MESSAGE_LIMIT,
     PERIOD_BOUNDS,
     Card,
     Event,
@@ -42,6 +44,8 @@ from events import (
     VarDecision,
     VarReview,
     VarReviewed,
+    clip,
+    quote,
 )
 from simulator._files import MATCH_FILE, load_input
 from simulator._shootout import decided_at
@@ -115,7 +119,11 @@ class Kickoff(_Fact):
 
     date: dt.date
     time: dt.time | None = None
-    utc_offset: str | None = Field(default=None, pattern=r"^[+-]\d{2}:\d{2}$")
+    #: The real offsets run from -12:00 to +14:00; in ASCII digits (Python's ``\d`` and
+    #: ``int()`` take any Unicode digit, and ``+99:00`` was accepted, then ended a replay).
+    utc_offset: str | None = Field(
+        default=None, pattern=r"^[+-](0[0-9]|1[0-4]):[0-5][0-9]$", description="+HH:MM"
+    )
 
     def utc(self) -> dt.datetime:
         """The kickoff as an aware UTC datetime (midnight when the time is unknown, UTC when
@@ -401,13 +409,13 @@ class Match(_Spec):
                 )
             if isinstance(inc, GoalIncident) and inc.id is not None:
                 if inc.id in goal_ids:
-                    problems.append(f"{where}.id: goal id {inc.id!r} is used twice")
+                    problems.append(f"{where}.id: goal id {quote(inc.id)} is used twice")
                 goal_ids.add(inc.id)
             if isinstance(inc, PossessionIncident) and set(inc.share) - codes:
                 problems.append(f"{where}.share: unknown team(s) {sorted(set(inc.share) - codes)}")
         for i, inc in enumerate(self.timeline):
             if isinstance(inc, GoalDisallowedIncident) and inc.goal not in goal_ids:
-                problems.append(f"timeline.{i}.goal: no goal has id {inc.goal!r}")
+                problems.append(f"timeline.{i}.goal: no goal has id {quote(inc.goal)}")
         for i, kick in enumerate(self.shootout):
             if kick.team not in codes:
                 problems.append(f"shootout.{i}.team: {kick.team} is not playing")
@@ -532,16 +540,20 @@ class Match(_Spec):
 
 
 def _problems(err: ValidationError) -> list[str]:
+    """One line per problem, each quoted input cut (:func:`events.quote`), at most
+    :data:`MAX_PROBLEMS` of them and how many more."""
     out = []
     for e in err.errors(include_url=False):
-        loc = ".".join(str(p) for p in e["loc"]) or "(file)"
-        msg = e["msg"].removeprefix("Value error, ")
+        loc = ".".join(clip(str(p)) for p in e["loc"]) or "(file)"
+        msg = clip(e["msg"].removeprefix("Value error, "), MESSAGE_LIMIT)
         if e["type"] == "value_error":
             out += [f"{loc}: {m}" if loc != "(file)" else m for m in msg.split("; ")]
         else:
             got = e.get("input")
-            shown = "" if isinstance(got, dict | list) or got is None else f" (got {got!r})"
+            shown = "" if isinstance(got, dict | list) or got is None else f" (got {quote(got)})"
             out.append(f"{loc}: {msg}{shown}")
+    if len(out) > MAX_PROBLEMS:
+        out[MAX_PROBLEMS:] = [f"and {len(out) - MAX_PROBLEMS} more problems"]
     return out
 
 

@@ -10,6 +10,7 @@ replay keeps the original timing, across matches too (see :meth:`Recording.lead`
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from events import (
     format_validation_error,
 )
 from simulator._files import RECORDING, input_lines, parse_json
+from simulator._recording_rules import MAX_SPAN, event_problem, snapshot_problem, time_problem
 from simulator._states import ReplayStates
 
 __all__ = ["RECORDING_SUFFIX", "Recording", "is_recording", "load_recording"]
@@ -87,6 +89,26 @@ class _Builder:
     shown: dict[int, MatchState] = field(default_factory=dict)  # see ReplayStates
     resync: dict[int, MatchState] = field(default_factory=dict)
     times: list[float] = field(default_factory=list)
+    due: dt.datetime | None = None  # the time of its last event
+
+
+@dataclass(slots=True)
+class _Span:
+    """The earliest and latest time of any event of the recording so far."""
+
+    first: dt.datetime | None = None
+    last: dt.datetime | None = None
+
+    def problem(self, due: dt.datetime) -> str | None:
+        """What is wrong with an event at ``due``: the recording would span too long."""
+        first, last = min(self.first or due, due), max(self.last or due, due)
+        if last - first > MAX_SPAN:
+            return (
+                f"its time {due.isoformat()} makes the recording span more than "
+                f"{MAX_SPAN.days} days"
+            )
+        self.first, self.last = first, last
+        return None
 
 
 def load_recording(path: str | Path) -> list[Recording]:
@@ -98,6 +120,7 @@ def load_recording(path: str | Path) -> list[Recording]:
     """
     path = Path(path)
     matches: dict[str, _Builder] = {}
+    span = _Span()
     problems: list[str] = []
     lines = input_lines(path, RECORDING)
     while len(problems) < _MAX_PROBLEMS:
@@ -111,7 +134,7 @@ def load_recording(path: str | Path) -> list[Recording]:
             problems += err.problems
             break
         try:
-            _add(matches, line, path, n)
+            _add(matches, span, line, path, n)
         except MatchFileError as err:
             problems += err.problems
         except (DecodeError, ValidationError, ValueError) as err:
@@ -145,11 +168,18 @@ def load_recording(path: str | Path) -> list[Recording]:
     return out
 
 
-def _add(matches: dict[str, _Builder], line: bytes, path: Path, n: int) -> None:
+def _add(matches: dict[str, _Builder], span: _Span, line: bytes, path: Path, n: int) -> None:
+    """Take line ``n`` into ``matches``, once it passed the rules (simulator._recording_rules).
+
+    Raises:
+        ValueError: what is wrong with it (nothing of it is taken).
+    """
     data = parse_json(line, path, line=n)  # bounded: deep nesting is refused, not recursed into
     if isinstance(data, dict) and set(data) == {"snapshot"}:
         snapshot = MatchState.model_validate(data["snapshot"])
         b = matches.setdefault(snapshot.match_id, _Builder())
+        if (problem := snapshot_problem(b.state, snapshot)) is not None:
+            raise ValueError(problem)
         if not b.events:
             b.initial = b.state = snapshot
         else:
@@ -159,10 +189,16 @@ def _add(matches: dict[str, _Builder], line: bytes, path: Path, n: int) -> None:
             b.resync[last] = b.state = snapshot
         return
     event = decode_event(line)
-    b = matches.setdefault(event.match_id, _Builder())
-    if b.state is None:
-        b.initial = b.state = MatchState.new(event.match_id)
-    b.state = apply(b.state, event)
+    b = matches.get(event.match_id) or _Builder()
+    state = b.state or MatchState.new(event.match_id)
     due = event.scheduled_at or event.emitted_at
+    problem = event_problem(state, event) or time_problem(b.due, due) or span.problem(due)
+    if problem is not None:
+        raise ValueError(problem)
+    if b.state is None:
+        b.initial = state
+    matches[event.match_id] = b
+    b.state = apply(state, event)
+    b.due = due
     b.events.append(event)
     b.times.append(due.timestamp())

@@ -52,8 +52,10 @@ from events import (
     ReplayStopped,
     Topics,
     apply,
+    check_speed,
     encode_event,
     encode_state,
+    in_range,
     topic_spec,
 )
 from simulator._chaos import Emission, Fault, apply_chaos
@@ -65,6 +67,8 @@ from simulator._states import ReplayStates
 from simulator._timeline import Scheduled, expand, state_before
 
 __all__ = [
+    "MAX_BREAK_SECONDS",
+    "MAX_RESEND_WINDOW_S",
     "RESEND_WINDOW_S",
     "Clock",
     "MonotonicClock",
@@ -80,6 +84,9 @@ _log = structlog.get_logger("matchcast.replay")
 #: Seconds of recent events re-sent after a reconnect by default: mosquitto's default
 #: ``autosave_interval`` (1800 s), plus a minute of margin.
 RESEND_WINDOW_S = 1860.0
+#: The longest ``resend_window`` (a day) and break (an hour, ``--break-seconds``).
+MAX_RESEND_WINDOW_S = 86_400.0
+MAX_BREAK_SECONDS = 3600.0
 
 #: Seconds a stopping replay waits for the broker to take its ``replay_stopped`` and state.
 STOP_TIMEOUT_S = 2.0
@@ -168,6 +175,13 @@ class ReplayOptions:
     chaos: ChaosSpec | None = None
     seed: int = 0
     resend_window: float = RESEND_WINDOW_S
+
+    def __post_init__(self) -> None:
+        """Every number finite and in its documented range (a NaN speed once ended a replay)."""
+        check_speed(self.speed)
+        if self.break_seconds is not None:
+            in_range(self.break_seconds, 0, MAX_BREAK_SECONDS, "break_seconds")
+        in_range(self.resend_window, 0, MAX_RESEND_WINDOW_S, "resend_window")
 
 
 @dataclass(slots=True)

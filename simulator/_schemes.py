@@ -29,8 +29,9 @@ WORLD_CUPS = {"2022": "openfootball/worldcup_2022.json"}
 #: Most matches one ``sim:`` spec may name.
 MAX_SIMULATED = 10_000
 
+#: ``[0-9]``, not ``\d``: Python's ``\d`` and ``int()`` take every Unicode digit set.
 _SIM = re.compile(
-    r"^(?P<first>\d+)(?:-(?P<last>\d+))?"
+    r"^(?P<first>[0-9]{1,18})(?:-(?P<last>[0-9]{1,18}))?"
     r"(?::(?P<home>[A-Za-z0-9]{2,5})-(?P<away>[A-Za-z0-9]{2,5}))?"
     r"(?P<knockout>:knockout)?$"
 )

@@ -74,8 +74,8 @@ def test_a_bad_match_file_is_one_line_naming_file_and_field(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["replay", "--speed", "fast"], "--speed must be a number"),
-        (["replay", "--speed", "-3"], "--speed must be above 0"),
+        (["replay", "--speed", "fast"], "--speed must be 'max' or a number from 0.01 to"),
+        (["replay", "--speed", "-3"], "--speed must be 'max' or a number from 0.01 to"),
         (["replay", "--from", "ninety"], "--from must be a minute"),
         (["replay", "--broker", "http://x"], "scheme must be mqtt://"),
         (["replay", "--broker", "mqtt://host:notaport"], "port must be a number"),

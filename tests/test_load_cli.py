@@ -309,3 +309,13 @@ def test_load_clears_its_retained_states_at_the_end_unless_keep(
     assert "cleared 3 retained topic(s) of this run" in cleared.stderr
     assert all("-keep-" in m for m in states())
     assert len(states()) == 2
+
+
+@pytest.mark.parametrize("ramp", ["inf", "1e309", "nan", "86401"])
+def test_a_ramp_that_is_not_finite_or_past_a_day_is_refused(ramp: str) -> None:
+    """``load --ramp inf`` once ended the run with an IndexError traceback."""
+    from tests._cli import run_cli
+
+    result = run_cli("load", "--ramp", ramp, "--broker", "mqtt://127.0.0.1:1")
+    assert result.code == 2
+    assert "--ramp" in result.stderr

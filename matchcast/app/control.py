@@ -21,6 +21,8 @@ from pydantic import ValidationError
 from consumers import listed_matches
 from events import (
     CONTENT_TYPE,
+    MESSAGE_LIMIT,
+    SPEED_RANGE,
     BrokerError,
     ControlAction,
     ControlCommand,
@@ -31,10 +33,14 @@ from events import (
     MessageProps,
     ReplayerStatus,
     Topics,
+    clip,
     decode_reply,
     decode_status,
     encode_control,
     parse_minute,
+    parse_speed,
+    quote,
+    validation_problems,
 )
 from matchcast.transport.connection import READER_QOS, BrokerURL, Protocol
 from matchcast.transport.mqtt import MqttClient
@@ -131,7 +137,7 @@ async def find_replayers(
 def format_reply(reply: ControlReply) -> str:
     """The replayer's state in one line: ``r1: paused at speed 60; m1 55' (paused, run ...)``."""
     speed = reply.speed if reply.speed == "max" else f"{reply.speed:g}"
-    parts = [f"{reply.replayer_id}: {reply.state} at speed {speed}"]
+    parts = [f"{clip(reply.replayer_id)}: {reply.state} at speed {speed}"]
     for m in reply.matches:
         clock = m.clock.label if m.clock is not None else "before kickoff"
         parts.append(f"{m.match_id} {clock} {m.state}")
@@ -147,12 +153,12 @@ def make_command(
         ControlError: (code 2) an argument missing, extra or not valid.
     """
     if action not in ACTIONS:
-        raise ControlError(f"unknown command {action!r}: one of {', '.join(ACTIONS)}", 2)
+        raise ControlError(f"unknown command {quote(action)}: one of {', '.join(ACTIONS)}", 2)
     if action in ("seek", "speed") and argument is None:
-        example = "80 or 90+2" if action == "seek" else "a number such as 120, or max"
+        example = "80 or 90+2" if action == "seek" else SPEED_RANGE
         raise ControlError(f"{action} needs a value: {example}", 2)
     if action not in ("seek", "speed") and argument is not None:
-        raise ControlError(f"{action} takes no value, got {argument!r}", 2)
+        raise ControlError(f"{action} takes no value, got {quote(argument)}", 2)
     fields: dict[str, object] = {}
     if action == "seek":
         assert argument is not None
@@ -163,16 +169,11 @@ def make_command(
         fields["minute"] = argument
     if action == "speed":
         assert argument is not None
-        if argument.lower() == "max":
-            fields["speed"] = "max"
-        else:
-            try:
-                value = float(argument)
-            except ValueError:
-                value = -1.0
-            if not 0 < value <= 1_000_000:
-                raise ControlError(f"speed must be above 0 or 'max', not {argument!r}", 2)
-            fields["speed"] = value
+        try:
+            speed = parse_speed(argument)
+        except ValueError as err:
+            raise ControlError(str(err), 2) from None
+        fields["speed"] = "max" if speed is None else speed
     try:
         return ControlCommand.model_validate(
             {
@@ -184,13 +185,8 @@ def make_command(
             }
         )
     except ValidationError as err:  # one line, what is wrong with which field
-        problems = "; ".join(
-            f"--{'.'.join(str(p) for p in e['loc']) or 'command'}: {e['msg']}"
-            for e in err.errors(include_url=False, include_input=False)
-        )
-        raise ControlError(f"{action}: {problems}", 2) from None
-    except ValueError as err:
-        raise ControlError(f"{action}: {err}", 2) from None
+        problems = validation_problems(err, root="command")
+        raise ControlError(f"{action}: {'; '.join(f'--{p}' for p in problems)}", 2) from None
 
 
 async def send_command(
@@ -240,7 +236,8 @@ async def send_command(
             with contextlib.suppress(asyncio.CancelledError, BrokerError):
                 await reader
     if not reply.ok:
-        raise ControlError(f"replayer {reply.replayer_id!r} refused {action}: {reply.error}")
+        error = clip(reply.error or "", MESSAGE_LIMIT)  # whatever the replayer wrote
+        raise ControlError(f"replayer {quote(reply.replayer_id)} refused {action}: {error}")
     return reply
 
 

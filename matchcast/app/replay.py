@@ -14,9 +14,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Literal
 
 import structlog
+from pydantic_core import from_json
 
 from events import (
     CONTENT_TYPE,
+    MAX_COMMAND_BYTES,
     BrokerError,
     ConnectionLostError,
     ControlCommandError,
@@ -72,10 +74,13 @@ def status_payload(
 class ControlService:
     """Takes a replayer's commands from its control topic and answers on their reply topic.
 
-    A command that is not one (not JSON, nested too deep, too large, unknown) costs that
-    command only: an error reply where its reply topic could be read, a log line, and the
-    replayer goes on. A reply goes only to ``{root}/replayers/{replayer_id}/replies/{id}``:
-    a command cannot make the replayer publish anywhere else.
+    One boundary per command, as per message: a command that is not one (not JSON, nested too
+    deep, too large, unknown, a speed out of range) and a command whose handling fails (a bug
+    it trips anywhere from reading it to answering it) cost that command only: an error reply
+    where its reply topic could be read, a log line (``control.rejected``, ``control.failed``),
+    and the replayer goes on. Only a lost connection leaves the loop, to wait for the
+    reconnect. A reply goes only to ``{root}/replayers/{replayer_id}/replies/{id}``: a command
+    cannot make the replayer publish anywhere else.
     """
 
     def __init__(
@@ -159,11 +164,46 @@ class ControlService:
             return None
         return reply_topic, encode_control(self.reply(command.request_id, error))
 
+    def _failed(self, payload: bytes, topic: str) -> tuple[str, bytes] | None:
+        """After a failure while handling a command: the error reply to it, where its reply
+        topic can be read (best effort: None when even that fails)."""
+        _log.exception(
+            "control.failed", replayer_id=self.replayer_id, topic=topic, size=len(payload)
+        )
+        try:
+            data = from_json(payload[:MAX_COMMAND_BYTES], allow_inf_nan=False)
+            fields = data if isinstance(data, dict) else {}
+            request_id, reply_to = fields.get("request_id"), fields.get("reply_to")
+            reply_topic = self._reply_topic(reply_to if isinstance(reply_to, str) else None)
+            if reply_topic is None:
+                return None
+            reply = ControlReply(
+                request_id=request_id[:64] if isinstance(request_id, str) else "",
+                ok=False,
+                error="internal error while handling the command (logged by the replayer)",
+                replayer_id=self.replayer_id,
+                state=self.replayer.state,
+                speed="max",
+            )
+            return reply_topic, encode_control(reply)
+        except Exception:
+            _log.exception("control.not_answered", replayer_id=self.replayer_id, topic=topic)
+            return None
+
     async def _answer(self, payload: bytes, topic: str) -> None:
-        answer = self.handle(payload, topic)
+        """Handle one command and answer it: whatever fails costs this command only."""
+        try:
+            answer = self.handle(payload, topic)
+        except Exception:
+            answer = self._failed(payload, topic)
         if self.say_status is not None:
             # The retained status says the new state before the reply does.
-            await self.say_status()
+            try:
+                await self.say_status()
+            except BrokerError:
+                raise  # the connection: serve() waits for the reconnect
+            except Exception:
+                _log.exception("control.status_failed", replayer_id=self.replayer_id)
         if answer is not None:
             await self.client.publish(answer[0], answer[1], qos=1, props=MessageProps(CONTENT_TYPE))
 

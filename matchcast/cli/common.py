@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from consumers.printable import printable
-from events import BrokerError, MatchcastError, MatchFileError, Topics
+from events import MESSAGE_LIMIT, BrokerError, MatchcastError, MatchFileError, Topics, clip, quote
 from matchcast.logs import LogFormat, configure_logging
 from matchcast.redact import redact
 from matchcast.transport.connection import BrokerURL, Protocol, describe
@@ -49,6 +49,10 @@ stderr = Console(stderr=True, highlight=False, emoji=False)
 log = structlog.get_logger("matchcast.cli")
 
 
+#: Lines an ``error:`` message shows (a match file's problems are at most MAX_PROBLEMS).
+_MAX_LINES = 50
+
+
 class CommandExit(Exception):  # noqa: N818 - control flow, not an error
     """Ends a command with exit ``code`` once its message is out (see ``host.main``)."""
 
@@ -58,11 +62,14 @@ class CommandExit(Exception):  # noqa: N818 - control flow, not an error
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """Say ``error: message`` on standard error and end the command with ``code``."""
-    # Escaped: messages quote input ("matches[12]", "[/x]") that Rich would read as markup;
-    # redacted: no secret in an error message; printable: they quote what a broker sent (a
-    # replayer's id or error, a reason), whose terminal controls are shown, never obeyed.
-    # Line by line, for a message of several lines (a match file's problems) keeps them.
-    shown = "\n".join(printable(line) for line in redact(message).split("\n"))
+    # Cut first: each line at MESSAGE_LIMIT (the input a message quotes is cut at 200
+    # characters where it is quoted; this bounds the rest), so what follows takes no time on
+    # a long string. Escaped: messages quote input ("matches[12]", "[/x]") that Rich would
+    # read as markup; redacted: no secret in an error message; printable: they quote what a
+    # broker sent (a replayer's id or error, a reason), whose terminal controls are shown,
+    # never obeyed. Line by line, for a message of several lines (a match file's problems).
+    lines = message.split("\n", _MAX_LINES)[:_MAX_LINES]
+    shown = "\n".join(printable(redact(clip(line, MESSAGE_LIMIT))) for line in lines)
     stderr.print(f"[bold red]error:[/] {escape(shown)}", markup=True, soft_wrap=True)
     raise CommandExit(code)
 
@@ -116,7 +123,7 @@ def run_until_interrupted(coro_fn: Callable[[], Coroutine[Any, Any, T]]) -> T | 
 def setup_logs(fmt: str, verbose: int, quiet_default: bool) -> None:
     """``--log-format`` and ``-v``: warnings only by default where ``quiet_default``."""
     if fmt not in ("auto", "console", "json"):
-        fail(f"--log-format must be auto, console or json, not {fmt!r}", 2)
+        fail(f"--log-format must be auto, console or json, not {quote(fmt)}", 2)
     levels = ["WARNING" if quiet_default else "INFO", "INFO", "DEBUG"]
     lf: LogFormat = fmt  # type: ignore[assignment]
     configure_logging(lf, levels[min(verbose, 2)])

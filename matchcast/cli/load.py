@@ -20,7 +20,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from events import LOAD_ROOT, BrokerError, Topics
+from events import LOAD_ROOT, BrokerError, Topics, quote
 from matchcast.cli.chaos import (
     parse_chaos,
     write_chaos_log,
@@ -170,7 +170,13 @@ def load(
         typer.Option("--rate", min=0.001, help="Target total events/s (overrides --speed)."),
     ] = None,
     ramp: Annotated[
-        float, typer.Option("--ramp", min=0, help="Start the matches over this many seconds.")
+        float,
+        typer.Option(
+            "--ramp",
+            min=0,
+            max=86_400,  # finite: 'inf' ended the run with an IndexError
+            help="Start the matches over this many seconds.",
+        ),
     ] = 0.0,
     duration: Annotated[
         float | None,
@@ -408,7 +414,7 @@ def _plan(a: _LoadArgs) -> _Plan:
     if a.shared_group is not None and (
         not a.shared_group or any(c in a.shared_group for c in "/+#")
     ):
-        fail(f"--shared-group {a.shared_group!r} must be a name without / + #", 2)
+        fail(f"--shared-group {quote(a.shared_group)} must be a name without / + #", 2)
     the_shard = _parse_shard(a.shard) if a.shard else None
     if the_shard is not None and (a.workers > 1 or a.probe_workers):
         fail("--workers/--probe-workers and --shard do not mix: they run the shards themselves", 2)
@@ -691,7 +697,7 @@ def _parse_shard(text: str) -> tuple[int, int]:
     except ValueError:
         shard = (-1, 0)
     if not sep or not 0 <= shard[0] < shard[1]:
-        fail(f"--shard must be i/n with 0 <= i < n, e.g. 0/4, not {text!r}", 2)
+        fail(f"--shard must be i/n with 0 <= i < n, e.g. 0/4, not {quote(text)}", 2)
     return shard
 
 

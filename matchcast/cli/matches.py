@@ -14,7 +14,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from events import MatchFileError
+from events import MatchFileError, quote
 from matchcast.cli.common import fail
 from simulator import (
     Match,
@@ -66,7 +66,7 @@ def _date(value: str | None, option: str) -> dt.date | None:
     try:
         return dt.date.fromisoformat(value)
     except ValueError:
-        _fail(f"{option} must be a date such as 2022-11-21, not {value!r}")
+        _fail(f"{option} must be a date such as 2022-11-21, not {quote(value)}")
 
 
 def match_day(
@@ -107,7 +107,7 @@ def _xg(value: str | None) -> tuple[float, float] | None:
     try:
         home, away = (float(v) for v in value.split(","))
     except ValueError:
-        _fail(f"--xg must be two numbers, home,away (1.6,1.1), not {value!r}")
+        _fail(f"--xg must be two numbers, home,away (1.6,1.1), not {quote(value)}")
     return home, away
 
 
@@ -144,7 +144,7 @@ def simulate(
     """Generate plausible simulated matches (Poisson goals, cards, subs, added time)."""
     home, away = home.upper(), away.upper()
     if fmt not in ("yaml", "json"):
-        _fail(f"--format must be yaml or json, not {fmt!r}")
+        _fail(f"--format must be yaml or json, not {quote(fmt)}")
     if count > MAX_COUNT:
         _fail(f"--count is at most {MAX_COUNT}, not {count}")
     if output is not None and output.suffix in (".yaml", ".yml", ".json") and count > 1:

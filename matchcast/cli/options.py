@@ -17,7 +17,16 @@ from typing import Annotated, Any
 
 import typer
 
-from events import MatchClock, MatchFileError, Period, Topics, parse_minute, replayer_id_problem
+import events
+from events import (
+    MatchClock,
+    MatchFileError,
+    Period,
+    Topics,
+    parse_minute,
+    quote,
+    replayer_id_problem,
+)
 from matchcast.cli.common import fail, log, stderr
 from matchcast.transport.clients import ClientKind
 from matchcast.transport.connection import (
@@ -71,6 +80,7 @@ __all__ = [
     "load_sources",
     "match_filter",
     "parse_from",
+    "parse_number",
     "parse_protocol",
     "parse_speed",
     "parse_topics",
@@ -224,17 +234,23 @@ def _speed_option(help_text: str, *, show_default: bool = True) -> Any:
 ReplaySpeedOpt = Annotated[
     str | None,
     _speed_option(
-        "Match seconds per wall second (1 real time, 60 a minute a second), or 'max'. "
-        "Default 60; for a recording, times faster than recorded, default 1.",
+        "Match seconds per wall second (1 real time, 60 a minute a second), from 0.01 to "
+        "1,000,000, or 'max'. Default 60; for a recording, times faster than recorded, "
+        "default 1.",
         show_default=False,
     ),
 ]
-DemoSpeedOpt = Annotated[str, _speed_option("Match seconds per wall second, or 'max'.")]
+DemoSpeedOpt = Annotated[
+    str, _speed_option("Match seconds per wall second, from 0.01 to 1,000,000, or 'max'.")
+]
 #: web: only its --demo replay has a speed.
 WebDemoSpeedOpt = Annotated[
-    str, _speed_option("With --demo: match seconds per wall second, or 'max'.")
+    str,
+    _speed_option("With --demo: match seconds per wall second, from 0.01 to 1,000,000, or 'max'."),
 ]
-LoadSpeedOpt = Annotated[str, _speed_option("Match seconds per wall second per match, or max.")]
+LoadSpeedOpt = Annotated[
+    str, _speed_option("Match seconds per wall second per match, from 0.01 to 1,000,000, or max.")
+]
 
 
 def _from_option(help_text: str) -> Any:
@@ -287,7 +303,7 @@ def _brokers(option: str | None) -> tuple[BrokerURL, ...] | None:
 def parse_protocol(value: str) -> Protocol:
     """The ``--protocol`` value, checked."""
     if value not in ("auto", "5", "3.1.1"):
-        fail(f"--protocol must be auto, 5 or 3.1.1, not {value!r}", 2)
+        fail(f"--protocol must be auto, 5 or 3.1.1, not {quote(value)}", 2)
     return value  # type: ignore[return-value]
 
 
@@ -343,7 +359,7 @@ def replayer_ids(values: list[str] | None, option: str = "--replayer") -> tuple[
     for rid in values or ():
         problem = replayer_id_problem(rid)
         if problem is not None:
-            fail(f"{option} {rid!r} {problem}", 2)
+            fail(f"{option} {quote(rid)} {problem}", 2)
     return tuple(dict.fromkeys(values or ()))
 
 
@@ -358,25 +374,35 @@ def match_filter(value: str) -> str:
     rather than waited for forever."""
     if value != "+" and not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,63}", value):
         lower = value.lower()
-        hint = f": try --match {lower}" if re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", lower) else ""
-        fail(f"--match {value!r}: match ids are lower case letters, digits, _ . and -{hint}", 2)
+        fits = len(lower) <= 64 and re.fullmatch(r"[a-z0-9][a-z0-9_.-]*", lower)
+        hint = f": try --match {lower}" if fits else ""
+        fail(
+            f"--match {quote(value)}: match ids are lower case letters, digits, _ . and -{hint}", 2
+        )
     return value
 
 
-def parse_speed(value: str) -> float | None:
-    if value.lower() == "max":
-        return None
+def parse_speed(value: str, option: str = "--speed") -> float | None:
+    """``--speed``: ``max`` (None) or a number in :data:`events.SPEED_RANGE` (1 is real time,
+    60 a minute a second); anything else ends the command (exit 2) naming the range."""
     try:
-        speed = float(value)
+        return events.parse_speed(value)
+    except ValueError as err:
+        said = str(err).removeprefix("speed ")
+        fail(f"{option} {said} (1 is real time, 60 a minute a second)", 2)
+
+
+def parse_number(value: str, option: str, low: float, high: float) -> float:
+    """A number option given as text: ASCII digits (:func:`events.decimal_number`), finite,
+    from ``low`` to ``high``; anything else ends the command (exit 2) naming the range."""
+    try:
+        return events.in_range(events.decimal_number(value.strip()), low, high, option)
     except ValueError:
         fail(
-            f"--speed must be a number (1 is real time, 60 a minute a second) or 'max', "
-            f"not {value!r}",
+            f"{option} must be a number from {events.shown(low)} to {events.shown(high)}, "
+            f"not {quote(value)}",
             2,
         )
-    if not 0 < speed <= 1_000_000:
-        fail(f"--speed must be above 0, not {value}", 2)
-    return speed
 
 
 def parse_from(value: str | None) -> MatchClock | None:
@@ -386,7 +412,7 @@ def parse_from(value: str | None) -> MatchClock | None:
     try:
         return parse_minute(value)
     except ValueError:
-        fail(f"--from must be a minute such as 60 or 90+2, not {value!r}", 2)
+        fail(f"--from must be a minute such as 60 or 90+2 in the digits 0-9, not {quote(value)}", 2)
 
 
 def check_start(matches: list[Match | Recording], start: MatchClock | None, value: str) -> None:

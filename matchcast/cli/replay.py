@@ -44,6 +44,7 @@ from matchcast.cli.options import (
     load_matches,
     load_sources,
     parse_from,
+    parse_number,
     parse_protocol,
     parse_speed,
     parse_topics,
@@ -52,6 +53,8 @@ from matchcast.cli.options import replayer_id as replayer_id_checked
 from matchcast.transport.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker
 from matchcast.transport.connection import BrokerURL
 from simulator import (
+    MAX_BREAK_SECONDS,
+    MAX_RESEND_WINDOW_S,
     RESEND_WINDOW_S,
     ChaosSpecError,
     Match,
@@ -143,8 +146,13 @@ def replay(
     speed: ReplaySpeedOpt = None,
     start: FromOpt = None,
     break_seconds: Annotated[
-        float | None, typer.Option("--break-seconds", help="Wall seconds each break lasts.")
-    ] = 2.0,
+        str,
+        typer.Option(
+            "--break-seconds",
+            metavar="SECONDS",
+            help=f"Wall seconds each break lasts, from 0 to {MAX_BREAK_SECONDS:,.0f}.",
+        ),
+    ] = "2",
     full_breaks: Annotated[
         bool,
         typer.Option("--full-breaks", help="Breaks last their real length divided by --speed."),
@@ -171,15 +179,16 @@ def replay(
     chaos_log: ChaosLogOpt = None,
     truth: TruthOpt = None,
     resend_window: Annotated[
-        float,
+        str,
         typer.Option(
             "--resend-window",
-            min=0,
+            metavar="SECONDS",
             help="After a reconnect, re-send the events of the last SECONDS: a broker killed "
             "loses what it took since its last save (mosquitto's autosave_interval, 1800 s by "
-            "default). Consumers drop what they already had. 0: only what was not acknowledged.",
+            "default). Consumers drop what they already had. 0: only what was not acknowledged; "
+            f"at most {MAX_RESEND_WINDOW_S:,.0f}.",
         ),
-    ] = RESEND_WINDOW_S,
+    ] = f"{RESEND_WINDOW_S:g}",
     one_after_another: Annotated[
         bool,
         typer.Option(
@@ -206,12 +215,16 @@ def replay(
     options = ReplayOptions(
         speed=parse_speed(speed or ("1" if recording else "60")),
         start=parse_from(start),
-        break_seconds=None if full_breaks else break_seconds,
+        break_seconds=(
+            None
+            if full_breaks
+            else parse_number(break_seconds, "--break-seconds", 0, MAX_BREAK_SECONDS)
+        ),
         qos=qos,
         topics=parse_topics(root),
         chaos=chaos_spec,
         seed=seed,
-        resend_window=resend_window,
+        resend_window=parse_number(resend_window, "--resend-window", 0, MAX_RESEND_WINDOW_S),
     )
     check_start(matches, options.start, start or "")
     delays = recorded_delays(matches, options)

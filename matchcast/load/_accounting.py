@@ -29,6 +29,8 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
+from events import quote
+
 __all__ = [
     "DUPLICATE",
     "PERCENTILES",
@@ -404,6 +406,9 @@ class ConsumerAccount:
 # ---------------------------------------------------------------- parsing a payload fast
 
 _SEQ = b'"seq":'
+#: The largest seq a probe accounts (a match has a few hundred; a bitmap of this many seqs is
+#: 125 kB).
+MAX_PROBE_SEQ = 1_000_000
 _SCHED = b'"scheduled_at":"'
 _EPOCH_CACHE: dict[bytes, int] = {}
 
@@ -451,7 +456,16 @@ def parse_probe_fields(payload: bytes) -> tuple[int, float | None]:
         frac = int(payload[k + 20 : e - 1])
     except ValueError:
         return _parse_carefully(payload)
-    return seq, seconds + frac * _SCALE[e - k - 21]
+    return _checked(seq), seconds + frac * _SCALE[e - k - 21]
+
+
+def _checked(seq: int) -> int:
+    """``seq`` if a probe can account it: from 1 to :data:`MAX_PROBE_SEQ` (each seq is a bit
+    of a bitmap: a forged ``"seq": 99999999999`` asked for 12 GB, a ``0`` or ``-5`` indexed
+    it from the end)."""
+    if not 1 <= seq <= MAX_PROBE_SEQ:
+        raise ValueError(f"seq {seq} is outside 1 to {MAX_PROBE_SEQ:,}")
+    return seq
 
 
 _SCALE = tuple(10.0**-n for n in range(32))
@@ -470,24 +484,28 @@ def _parse_carefully(payload: bytes) -> tuple[int, float | None]:
         j += 1
     if j == i:
         raise ValueError("seq is not a number")
-    seq = int(payload[i:j])
+    if j - i > 9:
+        raise ValueError("seq is too long a number")
+    seq = _checked(int(payload[i:j]))
     k = payload.find(_SCHED, j)
     if k < 0:
         return seq, None
     k += len(_SCHED)
     ts = payload[k : payload.find(b'"', k)]
+    if len(ts) > 40:  # a timestamp is at most 32 characters; read no further
+        raise ValueError(f"scheduled_at {quote(ts)} is not a timestamp")
     if ts.endswith(b"Z"):
         body = ts[:-1]
     elif ts.endswith(b"+00:00"):
         body = ts[:-6]
     else:
-        raise ValueError(f"scheduled_at {ts!r} is not UTC")
+        raise ValueError(f"scheduled_at {quote(ts)} is not UTC")
     if len(body) < 19:
-        raise ValueError(f"scheduled_at {ts!r} is not a timestamp")
+        raise ValueError(f"scheduled_at {quote(ts)} is not a timestamp")
     try:
         seconds = _epoch_seconds(body[:19])
     except ValueError:
-        raise ValueError(f"scheduled_at {ts!r} is not a timestamp") from None
+        raise ValueError(f"scheduled_at {quote(ts)} is not a timestamp") from None
     frac = 0.0
     if len(body) > 20 and body[19] == 46:  # "."
         digits = body[20:]

@@ -54,9 +54,11 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt,
 }
 _MS_PER = {"ms": 1.0, "s": 1000.0, "us": 0.001}
+#: Matched on the stripped text: no two ``\s*`` meet (once, ``\s*(?P<unit>[a-z/]*)\s*$``
+#: split a run of spaces every way before failing: quadratic).
 _PATTERN = re.compile(
-    r"^\s*(?P<figure>[a-z_]+[0-9.]*)\s*(?P<op><=|>=|==|!=|<|>)\s*"
-    r"(?P<value>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[a-z/]*)\s*$"
+    r"(?P<figure>[a-z_]+[0-9.]*)\s*(?P<op><=|>=|==|!=|<|>)\s*"
+    r"(?P<value>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[a-z/]*)"
 )
 
 
@@ -91,7 +93,7 @@ def parse_check(text: str) -> Check:
     Raises:
         CheckError: it is not ``FIGURE OP VALUE`` with a known figure and a fitting unit.
     """
-    m = _PATTERN.match(text.lower())
+    m = _PATTERN.fullmatch(text.lower().strip())
     usage = (
         f"--check {text!r}: expected FIGURE OP VALUE such as 'p99 < 50ms' or 'lost == 0'; "
         f"figures: {', '.join(CHECK_FIGURES)}; operators: < <= > >= == !="

@@ -39,7 +39,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from pydantic_core import from_json
 
-from events import ControlAction, parse_minute
+from events import SPEED_RANGE, ControlAction, check_speed, clip, parse_minute
 from matchcast.web._hub import Client, Frame, Hub
 
 __all__ = ["ControlSender", "WebServer", "default_max_streams"]
@@ -82,7 +82,6 @@ MAX_FIELD = 8190
 MAX_HEADERS = 64
 #: The most streams served by default, whatever the descriptor limit allows.
 MAX_STREAMS = 1000
-_LOG_CHARS = 200
 
 #: aiohttp's own logger: it would write every refused request as a traceback through the
 #: standard library. It is silenced; instead the access logger below writes one structured
@@ -111,10 +110,6 @@ def _static_files() -> dict[str, tuple[bytes, str]]:
     return files
 
 
-def _short(text: str) -> str:
-    return text if len(text) <= _LOG_CHARS else text[:_LOG_CHARS] + "..."
-
-
 class _AccessLog(AbstractAccessLogger):
     """One structured line per refused request (aiohttp calls it for every response, parse
     errors included); served ones only at debug level."""
@@ -126,14 +121,14 @@ class _AccessLog(AbstractAccessLogger):
             path = ""
         fields = {
             "status": response.status,
-            "method": _short(request.method),
-            "path": _short(path),
+            "method": clip(request.method),
+            "path": clip(path),
             "remote": request.remote,
         }
         if response.status >= 400:
             body = response.text if isinstance(response, web.Response) else None
             reason = (body or response.reason).strip().splitlines()
-            _log.warning("http.refused", reason=_short(" ".join(reason)), **fields)
+            _log.warning("http.refused", reason=clip(" ".join(reason)), **fields)
         else:
             _log.debug("http.served", seconds=round(time, 6), **fields)
 
@@ -155,7 +150,7 @@ async def _errors(
     except (ConnectionError, asyncio.CancelledError):
         raise
     except Exception:
-        _log.exception("http.failed", method=request.method, path=_short(request.raw_path))
+        _log.exception("http.failed", method=request.method, path=clip(request.raw_path))
         return _text(500, "internal error (logged on the server)")
     if not response.prepared:
         response.headers.update(_SECURITY)
@@ -427,8 +422,11 @@ def _check_command(data: object) -> tuple[str, str | None, str | None] | str:
         speed = data.get("speed")
         if speed == "max":
             argument = "max"
-        elif isinstance(speed, int | float) and not isinstance(speed, bool) and 0 < speed <= 1e6:
-            argument = f"{speed:g}"
+        elif speed is None:
+            return f"speed needs a speed: {SPEED_RANGE}"
         else:
-            return "speed must be above 0, or 'max'"
+            try:  # a JSON number, in the one range
+                argument = f"{check_speed(speed):g}"
+            except ValueError as err:
+                return str(err)
     return str(action), argument, match

@@ -25,7 +25,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt
 from pydantic import ValidationError as _ValidationError
 
-from events import ADDED_TIME_AFTER, MatchClock, MatchFileError, Period
+from events import ADDED_TIME_AFTER, MatchClock, MatchFileError, Period, quote
 from simulator._matchfile import Match, parse_match
 from simulator._shootout import synthesise
 from simulator._teams import code_for_name
@@ -135,8 +135,10 @@ def import_openfootball(path: Path | str, *, utc_offset: str | None = None) -> l
         parsed = _File.model_validate(data)
     except _ValidationError as err:
         raise fail(path, validation_problems(err)) from None
-    if utc_offset is not None and not re.fullmatch(r"[+-]\d{2}:\d{2}", utc_offset):
-        raise MatchFileError(path, [f"utc_offset: expected +HH:MM or -HH:MM, not {utc_offset!r}"])
+    if utc_offset is not None and not re.fullmatch(r"[+-](0[0-9]|1[0-4]):[0-5][0-9]", utc_offset):
+        raise MatchFileError(
+            path, [f"utc_offset: expected +HH:MM or -HH:MM, not {quote(utc_offset)}"]
+        )
     offset_note = None
     if utc_offset is None and parsed.name in KNOWN_UTC_OFFSETS:
         utc_offset, where = KNOWN_UTC_OFFSETS[parsed.name]
@@ -166,8 +168,22 @@ def import_openfootball(path: Path | str, *, utc_offset: str | None = None) -> l
 
 
 def _id_prefix(name: str) -> str:
-    found = re.search(r"world\s*cup\D*(\d{4})", name, re.IGNORECASE)
-    return f"wc{found.group(1)}" if found else slug(name)[:32].strip("-") or "match"
+    """``wc2022`` for a name with "World Cup" and a year after it, else the name's slug."""
+    return f"wc{year}" if (year := _world_cup_year(name)) else slug(name)[:32].strip("-") or "match"
+
+
+def _world_cup_year(name: str) -> str | None:
+    """The first four digits that follow "World Cup" across no other digit.
+
+    Not one ``world\\s*cup\\D*(\\d{4})`` search: from every "world cup" in a long name
+    without the digits, ``\\D*`` ran to the end again (quadratic). The name is split into
+    runs of digits and of the rest once; each run is searched once.
+    """
+    runs = re.split(r"([0-9]+)", name)  # text, digits, text, digits, ..., text
+    for i in range(0, len(runs) - 1, 2):
+        if len(runs[i + 1]) >= 4 and re.search(r"world\s*cup", runs[i], re.IGNORECASE):
+            return runs[i + 1][:4]
+    return None
 
 
 class _Converter:

@@ -76,11 +76,14 @@ def test_a_spec_reads_back_as_written() -> None:
         ("dup=0.1", "unknown chaos fault 'dup'"),
         ("duplicate=1.5", "expected duplicate=P"),
         ("duplicate", "needs a value; expected duplicate=P"),
-        ("reorder=0.1:0", "WINDOW '0' is not a whole number >= 1; expected reorder=P[:WINDOW]"),
+        (
+            "reorder=0.1:0",
+            "WINDOW '0' is not a whole number from 1 to 100; expected reorder=P[:WINDOW]",
+        ),
         ("delay=0.1", "needs MS after the probability; expected delay=P:MS"),
         ("delay=0.1:-3", "expected delay=P:MS"),
         ("restart=x", "expected restart=MINUTE"),
-        ("restart=200", "past 120"),
+        ("restart=200", "MINUTE '200' is not a whole number from 1 to 120"),
         ("burst=60", "expected burst=MINUTE:SECONDS"),
         ("drop=0.1,drop=0.2", "'drop' is given twice"),
         ("", "empty chaos spec"),
@@ -90,6 +93,63 @@ def test_a_bad_spec_names_the_fault_and_the_form(spec: str, needle: str) -> None
     with pytest.raises(ChaosSpecError, match=None) as err:
         ChaosSpec.parse(spec)
     assert needle in str(err.value)
+
+
+#: Values past a parameter's range, not finite, subnormal-looking but fine, or in digits that
+#: are not ASCII: each refused with the parameter and its range named.
+OUT_OF_RANGE = [
+    ("delay=1:1e308", "MS '1e308' is not a number from 0 to 60,000"),
+    ("delay=0.01:1e12", "MS '1e12' is not a number from 0 to 60,000"),
+    ("burst=1:1e308", "SECONDS '1e308' is not a number from 0 to 600"),
+    ("delay=1:nan", "MS 'nan' is not a number from 0 to 60,000"),
+    ("burst=1:nan", "SECONDS 'nan' is not a number from 0 to 600"),
+    ("delay=1:inf", "MS 'inf' is not a number"),
+    ("delay=1:-inf", "MS '-inf' is not a number"),
+    ("burst=1:infinity", "SECONDS 'infinity' is not a number"),
+    ("delay=1:1e309", "MS '1e309' is not a number"),
+    ("delay=nan:5", "P 'nan' is not a number from 0 to 1"),
+    ("duplicate=-0.0001", "P '-0.0001' is not a number from 0 to 1"),
+    ("reorder=0.1:101", "WINDOW '101' is not a whole number from 1 to 100"),
+    ("reorder=0.1:1e3", "WINDOW '1e3' is not a whole number"),
+    ("reorder=0.1:9" + "9" * 5000, "WINDOW '99999"),
+    ("restart=0", "MINUTE '0' is not a whole number from 1 to 120"),
+    ("burst=121:1", "MINUTE '121' is not a whole number from 1 to 120"),
+    ("burst=1.5:1", "MINUTE '1.5' is not a whole number"),
+    ("delay=\uff11:5", "P '\uff11' is not a number"),  # fullwidth 1
+    ("burst=\u0665:1", "MINUTE '\u0665' is not a whole number"),  # Arabic-Indic 5
+    ("delay=1:1_000", "MS '1_000' is not a number"),
+    ("delay=1: 5 0", "MS ' 5 0' is not a number"),
+]
+
+
+@pytest.mark.parametrize(("spec", "needle"), OUT_OF_RANGE)
+def test_a_value_out_of_its_range_is_refused_naming_it(spec: str, needle: str) -> None:
+    with pytest.raises(ChaosSpecError) as err:
+        ChaosSpec.parse(spec)
+    assert needle in str(err.value)
+    assert len(str(err.value)) < 400  # a long value is quoted cut
+
+
+def test_the_edges_of_each_range_are_taken() -> None:
+    spec = ChaosSpec.parse("duplicate=1,reorder=0:100,delay=0:60000,restart=120,burst=1:600")
+    assert (spec.reorder_window, spec.delay_ms, spec.restart, spec.burst) == (
+        100,
+        60_000.0,
+        120,
+        (1, 600.0),
+    )
+    assert ChaosSpec.parse("delay=1:5e-324").delay_ms == 5e-324  # tiny, finite: no wait
+
+
+def test_docs_chaos_lists_each_range_as_the_code_has_it() -> None:
+    from pathlib import Path
+
+    from events import shown
+    from simulator._chaos_spec import RANGES
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "chaos.md").read_text()
+    for name, (low, high) in RANGES.items():
+        assert f"| `{name}` | {shown(low)} to {shown(high)} |" in doc, name
 
 
 # ------------------------------------------------------------------------------- determinism

@@ -207,7 +207,8 @@ def test_a_fifo_or_dev_zero_never_hangs_or_exhausts_the_command(
 
 def test_a_recording_names_each_bad_line_and_reads_the_good_ones_around_it(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
-    path.write_bytes(GOOD_LINE + DEEP_JSON + b"\n" + LATER_LINE + b"\xff\n" + LATER_LINE)
+    third = encode_event(EVENTS[2]) + b"\n"
+    path.write_bytes(GOOD_LINE + DEEP_JSON + b"\n" + LATER_LINE + b"\xff\n" + third)
     with pytest.raises(MatchFileError) as info:
         load_recording(path)
     problems = info.value.problems
