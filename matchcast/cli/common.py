@@ -22,6 +22,7 @@ from rich.markup import escape
 
 from consumers.printable import printable
 from events import BrokerError, MatchcastError, MatchFileError, Topics
+from matchcast.cli.host import CommandExit
 from matchcast.logs import LogFormat, configure_logging
 from matchcast.redact import redact
 from matchcast.transport.connection import BrokerURL, Protocol, describe
@@ -47,13 +48,6 @@ T = TypeVar("T")
 stderr = Console(stderr=True, highlight=False, emoji=False)
 #: The CLI's own log lines (warnings about the options given).
 log = structlog.get_logger("matchcast.cli")
-
-
-class CommandExit(Exception):  # noqa: N818 - control flow, not an error
-    """Ends a command with exit ``code`` once its message is out (see ``host.main``)."""
-
-    def __init__(self, code: int) -> None:
-        self.code = code
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
