@@ -20,8 +20,8 @@ def broker_cmd(
         str,
         typer.Option(
             metavar="ADDRESS",
-            help="Address to bind. 127.0.0.1 keeps it to this machine; with no passwords or "
-            "TLS, 0.0.0.0 lets anyone on the network publish.",
+            help="Address to bind. 127.0.0.1 keeps it private to this machine; with no passwords "
+            "or TLS, 0.0.0.0 lets anyone on the network publish.",
         ),
     ] = DEFAULT_HOST,
     port: Annotated[int, typer.Option(parser=PORT, metavar="PORT", help="TCP port.")] = (
