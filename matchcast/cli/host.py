@@ -260,7 +260,8 @@ app = typer.Typer(
     cls=_LazyGroup,
     rich_markup_mode=None,
     name="matchcast",
-    help="Replay football matches minute by minute onto an MQTT broker, and watch them.",
+    help="Replay football matches minute by minute onto an MQTT broker, and watch them.\n\n"
+    "matchcast COMMAND --help shows a command's usual options; --help-all shows them all.",
     epilog=EXIT_CODES,
     no_args_is_help=True,
     add_completion=False,

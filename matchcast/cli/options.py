@@ -467,7 +467,14 @@ ReplaySpeedOpt = Annotated[
         show_default=False,
     ),
 ]
-DemoSpeedOpt = Annotated[str, _speed_option("Match seconds per wall second (1 real time), or max.")]
+#: demo: :data:`DEMO_SPEED` by default, the semi-final's 98 minutes in about 90 seconds.
+DemoSpeedOpt = Annotated[
+    str,
+    _speed_option(
+        "Match seconds per wall second (1 real time), or max; the default plays the "
+        "semi-final in 90 s."
+    ),
+]
 #: web: only its --demo replay has a speed.
 WebDemoSpeedOpt = Annotated[
     str, _speed_option("Match seconds per wall second, or max.", panel="Demo replay")
