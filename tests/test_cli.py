@@ -182,7 +182,7 @@ def _running_replay(mosquitto: Mosquitto, root: str, replayer_id: str) -> subpro
             root,
             "--speed",
             "1",
-            "--replayer-id",
+            "--replayer",
             replayer_id,
             "--log-format",
             "json",

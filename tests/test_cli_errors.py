@@ -29,19 +29,21 @@ def matchcast(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[st
     "args",
     [
         ["load", "--no-progress"],
+        ["load-consumer"],
         ["watch"],
         ["consume", "scoreboard"],
         ["web", "--port", "0"],
+        ["control", "status"],
     ],
 )
 def test_an_unreachable_broker_is_the_only_line(args: list[str]) -> None:
-    """No JSON warning or stats line ahead of it, no page address, the broker named once."""
+    """No JSON warning or stats line ahead of it, no page address, the broker named once, and
+    the same line from every command, whichever MQTT client it runs on (load's fast client
+    said "Connect call failed ('127.0.0.1', port)", asyncio's words)."""
     url = f"mqtt://127.0.0.1:{free_port()}"
     result = matchcast(*args, "--broker", url, "--log-format", "json")
     assert result.returncode == 1, result.stderr
-    assert result.stderr.startswith(f"error: broker {url}: "), result.stderr
-    assert result.stderr.count("\n") == 1, result.stderr
-    assert "broker broker" not in result.stderr
+    assert result.stderr == f"error: broker {url}: cannot connect: [Errno 111] Connection refused\n"
 
 
 @pytest.mark.parametrize("command", ["watch", "consume scoreboard"])

@@ -4,10 +4,14 @@ call, and an option several command modules take is declared in ``matchcast/cli/
 from __future__ import annotations
 
 import ast
+import shlex
 from collections import defaultdict
 from pathlib import Path
 
-from matchcast.cli.host import app, command
+import pytest
+
+from matchcast.cli.host import COMMANDS, load_command
+from tests._cli import run_cli
 
 ROOT = Path(__file__).parent.parent
 OPTIONS_PY = "matchcast/cli/options.py"
@@ -33,7 +37,8 @@ HOMONYMS: dict[str, tuple[int, str]] = {
     "--replayer": (
         2,
         "replayers whose statuses are read by name (repeatable: consume, watch, web, clear), "
-        "the one replayer control commands go to",
+        "one replayer's id (the one control commands go to, the one replay takes); both in "
+        "options.py",
     ),
     "--home": (
         2,
@@ -99,15 +104,12 @@ def test_every_option_is_declared_in_one_place() -> None:
 
 def _command_modules() -> dict[str, set[str]]:
     """Each long option name: the command modules whose commands take it."""
-    commands = getattr(command(), "commands", {})
     modules: dict[str, set[str]] = defaultdict(set)
-    for info in app.registered_commands:
-        assert info.callback is not None
-        name = info.name or info.callback.__name__.replace("_", "-")
-        for param in commands[name].params:
+    for name, spec in COMMANDS.items():
+        for param in load_command(name).params:
             for opt in [*param.opts, *param.secondary_opts]:
-                if opt.startswith("--") and opt != "--help":
-                    modules[opt].add(info.callback.__module__)
+                if opt.startswith("--") and opt not in ("--help", "--help-all"):
+                    modules[opt].add(spec.module)
     return modules
 
 
@@ -124,3 +126,88 @@ def test_the_scan_sees_options_named_by_their_parameter() -> None:
     declared = option_declarations()
     assert any(p.startswith("matchcast/cli/web.py:") for p in declared["--port"])
     assert any(p.startswith("matchcast/cli/broker.py:") for p in declared["--host"])
+
+
+def _example_args(name: str) -> list[str]:
+    """The arguments of ``name``'s help example after the command name (the required ones)."""
+    words = shlex.split(COMMANDS[name].example.split(" > ")[0])
+    return words[words.index("matchcast") + 1 + len(name.split()) :]
+
+
+def test_a_wrong_number_or_choice_is_refused_in_matchcast_s_words() -> None:
+    """Every option that takes a value, given one no number or choice can be: refused with a
+    line that says what it takes (``must be ...``), never the validation library's wording
+    ("Input should be ...", "Value error, ...")."""
+    import typer
+
+    seen: set[str] = set()
+    for name in COMMANDS:
+        cmd = load_command(name)
+        for param in cmd.params:
+            takes_value = not (getattr(param, "is_flag", False) or getattr(param, "count", False))
+            if param.param_type_name != "option" or not takes_value:
+                continue
+            try:
+                cmd.make_context(name, [*_example_args(name), param.opts[0], "nan%"])
+            except typer.BadParameter as err:
+                message = err.format_message()
+                assert message.startswith(f"Invalid value for '{param.opts[0]}'"), message
+                assert ": must be " in message, (name, message)
+                assert "Input should" not in message and "Value error" not in message
+                seen.add(param.opts[0])
+    assert {"--qos", "--port", "--matches", "--timeout", "--client", "--seed"} <= seen
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["replay", "--qos", "3"], "--qos': must be a whole number from 0 to 2, not '3'"),
+        (["watch", "--qos", "-1"], "--qos': must be a whole number from 0 to 2, not '-1'"),
+        (["load", "--qos", "3"], "--qos': must be a whole number from 0 to 2"),
+        (["web", "--port", "70000"], "--port': must be a whole number from 0 to 65535"),
+        (["broker", "--port", "-1"], "--port': must be a whole number from 0 to 65535"),
+        (["load", "--matches", "0"], "--matches' / '-k': must be a whole number of 1 or more"),
+        (["control", "status", "--timeout", "0"], "--timeout': must be a number of 0.1 or more"),
+        (["replay", "--break-seconds", "nan"], "--break-seconds': must be a number from 0 to 3600"),
+        (["watch", "--client", "nope"], "--client': must be aiomqtt or fast, not 'nope'"),
+        (["asyncapi", "--format", "x"], "--format' / '-f': must be yaml or json, not 'x'"),
+        (["simulate", "--count", "20000"], "--count': must be a whole number from 1 to 10000"),
+    ],
+)
+def test_an_out_of_range_value_names_the_option_and_what_it_takes(
+    args: list[str], says: str
+) -> None:
+    """What ``main`` prints after ``error:`` (exit 2), from the command's own parsing."""
+    import typer
+
+    name, *rest = args
+    with pytest.raises(typer.BadParameter) as info:
+        load_command(name).make_context(name, rest)
+    assert info.value.exit_code == 2
+    assert info.value.format_message().startswith(f"Invalid value for '{says}")
+
+
+def test_replay_takes_its_id_as_replayer_and_as_the_old_replayer_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--replayer`` is the one name; ``--replayer-id`` still works for one release, hidden,
+    with a line saying so."""
+    import matchcast.cli.replay as replay_cli
+
+    given: list[str | None] = []
+
+    async def fake_replay(*_args: object, replayer_id: str | None, **_kw: object) -> list[object]:
+        given.append(replayer_id)
+        return []
+
+    monkeypatch.setattr(replay_cli, "run_replay", fake_replay)
+    broker = "mqtt://127.0.0.1:9"  # never reached: the replay is a fake
+    new = run_cli("replay", "--broker", broker, "--replayer", "tv")
+    old = run_cli("replay", "--broker", broker, "--replayer-id", "tv2")
+    assert (new.code, old.code) == (0, 0), (new.stderr, old.stderr)
+    assert given == ["tv", "tv2"]
+    assert "warning: --replayer-id is now --replayer" in old.stderr
+    assert "--replayer-id" not in new.stderr
+    both = run_cli("replay", "--broker", broker, "--replayer", "a", "--replayer-id", "b")
+    assert both.code == 2
+    assert "--replayer and --replayer-id name the same thing" in both.stderr

@@ -221,7 +221,7 @@ async def _replay_under_one_id(url: BrokerURL, match: Match, topics: Topics, rid
 
 
 async def test_clear_empties_every_nodes_retained_topics(cluster: Cluster, topics: Topics) -> None:
-    """Replays under one --replayer-id, each on another node, leave states and a status on
+    """Replays under one --replayer, each on another node, leave states and a status on
     each; `matchcast clear --replayer ID --broker LIST --yes` lists what it found on which
     node, clears it on every node, and keeps a running replayer's status (on every node)."""
     cluster.heal()

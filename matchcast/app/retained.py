@@ -7,7 +7,7 @@ removes them (an empty retained payload deletes a retained message).
 
 Some brokers send no retained messages to a wildcard subscription (RabbitMQ 3.10). There,
 the topics found are those that can be named: the state of ``match_id``, the statuses of the
-replayers named (``replay --replayer-id``), and the states of the matches that the retained
+replayers named (``replay --replayer``), and the states of the matches that the retained
 replayer statuses list: the first :data:`consumers.MAX_DISCOVERED_PER_STATUS` of each, for a
 status can list any number (:attr:`RetainedTopic.listed` says how many it did).
 

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from matchcast.cli.common import log, run_until_interrupted, setup_logs, stderr
-from matchcast.cli.options import DEFAULT_EMBEDDED_PORT, LogFmtOpt, VerboseOpt
+from matchcast.cli.options import DEFAULT_EMBEDDED_PORT, PORT, HelpAllOpt, LogFmtOpt, VerboseOpt
 from matchcast.transport.broker import DEFAULT_HOST, EmbeddedBroker
 
 __all__ = ["register"]
@@ -19,16 +19,19 @@ def broker_cmd(
     host: Annotated[
         str,
         typer.Option(
-            help="Address to bind. The default, 127.0.0.1, keeps it private to this machine; "
-            "the embedded broker has no passwords or TLS, so 0.0.0.0 lets anyone on the "
-            "network publish."
+            metavar="ADDRESS",
+            help="Address to bind. 127.0.0.1 keeps it private to this machine; with no passwords "
+            "or TLS, 0.0.0.0 lets anyone on the network publish.",
         ),
     ] = DEFAULT_HOST,
-    port: Annotated[int, typer.Option(help="TCP port.")] = DEFAULT_EMBEDDED_PORT,
-    log_format: LogFmtOpt = "auto",
+    port: Annotated[int, typer.Option(parser=PORT, metavar="PORT", help="TCP port.")] = (
+        DEFAULT_EMBEDDED_PORT
+    ),
     verbose: VerboseOpt = 0,
+    log_format: LogFmtOpt = "auto",
+    help_all: HelpAllOpt = False,
 ) -> None:
-    """Run the embedded broker (amqtt, MQTT 3.1.1, no auth) on 127.0.0.1 until Ctrl-C."""
+    """``matchcast broker``: the embedded broker (amqtt, MQTT 3.1.1, no auth) until Ctrl-C."""
     setup_logs(log_format, verbose, quiet_default=False)
     if not _is_loopback(host):
         log.warning("broker.exposed", host=host, hint="no authentication: anyone can publish")

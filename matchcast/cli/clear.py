@@ -21,6 +21,7 @@ from matchcast.cli.options import (
     CaFileOpt,
     CertFileOpt,
     ClearMatchOpt,
+    HelpAllOpt,
     KeyFileOpt,
     LogFmtOpt,
     ProtocolOpt,
@@ -42,38 +43,38 @@ if TYPE_CHECKING:
 
 __all__ = ["HELP", "register"]
 
-#: The command's help: paragraphs after the first keep their line breaks, so each is one line.
+#: The command's help after its summary: paragraphs keep their line breaks, so each is one line.
 HELP = (
-    "Remove matchcast's retained topics (match states, offline replayer statuses, consumer "
-    "reports) under --root: lists them and asks first, unless --yes (without a terminal and "
-    "without --yes it only lists them, and exits 2).\n\n"
-    "A running replayer's online status is kept. On brokers that send no retained messages to "
-    "wildcard subscriptions (RabbitMQ 3.10), it clears only the topics it can name: the state "
-    "of --match, the statuses of the --replayer ids, and the states of the matches that those "
-    "retained replayer statuses list (the first 1,000 of each).\n\n"
-    "Given a cluster's nodes (a --broker list), it searches and clears every node on its own, "
-    "and says which node held what: RabbitMQ 3.10 keeps each node's retained messages on that "
-    "node alone. A node that does not answer is named, the others are cleared, and it exits 1."
+    "Match states, offline replayer statuses and consumer reports under --root: it lists them "
+    "and asks first, unless --yes (with no terminal and no --yes it only lists them, exit 2). "
+    "A running replayer's online status is kept.\n\n"
+    "Where wildcard subscriptions get no retained messages (RabbitMQ 3.10), it clears only "
+    "the topics it can name: the state of --match, the statuses of the --replayer ids and the "
+    "states of the matches those statuses list (the first 1,000 of each).\n\n"
+    "Given a cluster's nodes (a --broker list), it searches and clears each node on its own "
+    "(RabbitMQ keeps retained messages per node) and says which held what; a node that does "
+    "not answer is named, the others are cleared, and it exits 1."
 )
 
 
 def clear(
+    match: ClearMatchOpt = None,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Clear without asking (needed without a terminal).")
+    ] = False,
     broker: BrokerOpt = None,
     ca_file: CaFileOpt = None,
     cert_file: CertFileOpt = None,
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
-    root: RootOpt = DEFAULT_ROOT,
-    match: ClearMatchOpt = None,
-    replayer: ReplayersOpt = None,
-    yes: Annotated[
-        bool, typer.Option("--yes", "-y", help="Clear without asking (needed without a terminal).")
-    ] = False,
     protocol: ProtocolOpt = "auto",
-    log_format: LogFmtOpt = "auto",
+    root: RootOpt = DEFAULT_ROOT,
+    replayer: ReplayersOpt = None,
     verbose: VerboseOpt = 0,
+    log_format: LogFmtOpt = "auto",
+    help_all: HelpAllOpt = False,
 ) -> None:
-    """Remove matchcast's retained topics: see :data:`HELP`."""
+    """``matchcast clear``: remove matchcast's retained topics (see :data:`HELP`)."""
     setup_logs(log_format, verbose, quiet_default=True)
     from matchcast.app.retained import clear_retained, scan_retained  # noqa: PLC0415
 

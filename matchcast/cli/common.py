@@ -22,6 +22,7 @@ from rich.markup import escape
 
 from consumers.printable import printable
 from events import MESSAGE_LIMIT, BrokerError, MatchcastError, MatchFileError, Topics, clip, quote
+from matchcast.cli.host import CommandExit
 from matchcast.logs import LogFormat, configure_logging
 from matchcast.redact import redact
 from matchcast.transport.connection import BrokerURL, Protocol, describe
@@ -51,13 +52,6 @@ log = structlog.get_logger("matchcast.cli")
 
 #: Lines an ``error:`` message shows (a match file's problems are at most MAX_PROBLEMS).
 _MAX_LINES = 50
-
-
-class CommandExit(Exception):  # noqa: N818 - control flow, not an error
-    """Ends a command with exit ``code`` once its message is out (see ``host.main``)."""
-
-    def __init__(self, code: int) -> None:
-        self.code = code
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -52,6 +52,7 @@ from matchcast.cli.options import (
     CertFileOpt,
     ClientOpt,
     ExitAtFullTimeOpt,
+    HelpAllOpt,
     KeyFileOpt,
     LogFmtOpt,
     MatchFilterOpt,
@@ -63,9 +64,12 @@ from matchcast.cli.options import (
     VerboseOpt,
     connection_options,
     match_filter,
+    number,
     parse_protocol,
     parse_topics,
+    rare,
     replayer_ids,
+    whole,
 )
 from matchcast.transport.broker import DEFAULT_HOST
 from matchcast.transport.clients import ClientKind
@@ -84,12 +88,16 @@ def register(app: typer.Typer) -> None:
     app.command("consume", no_args_is_help=True)(consume)
 
 
+_RUNNER = "Runner"
+
+
 def consume(
     plugins: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Subscribers to run: module:attribute, a path to a .py file, or the name of an "
-            "installed one (see --list).",
+            metavar="PLUGIN",
+            help="Subscribers to run: module:attribute, a .py file, or an installed one's name "
+            "(see --list).",
             show_default=False,
         ),
     ] = None,
@@ -101,85 +109,119 @@ def consume(
         typer.Option(
             "--opt",
             "-o",
-            help="A plug-in option, PLUGIN.KEY=VALUE (PLUGIN. may be left out with one "
-            "plug-in); also read from $MATCHCAST_<PLUGIN>_<KEY>. Repeatable.",
+            metavar="KEY=VALUE",
+            help="A plug-in option, PLUGIN.KEY=VALUE (PLUGIN. may go with one plug-in; "
+            "also $MATCHCAST_<PLUGIN>_<KEY>). Repeatable.",
             show_default=False,
         ),
     ] = None,
+    match: MatchFilterOpt = "+",
+    exit_at_full_time: ExitAtFullTimeOpt = False,
     broker: BrokerOpt = None,
     ca_file: CaFileOpt = None,
     cert_file: CertFileOpt = None,
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
-    match: MatchFilterOpt = "+",
-    replayer: ReplayersOpt = None,
-    root: RootOpt = DEFAULT_ROOT,
+    protocol: ProtocolOpt = "auto",
+    client: ClientOpt = ClientKind.fast,
     qos: SubscriptionQosOpt = 1,
-    client_id: Annotated[
-        str | None,
-        typer.Option(
-            "--client-id",
-            help="MQTT client id; random, or derived from the plug-ins with --session.",
-            show_default=False,
-        ),
-    ] = None,
+    root: RootOpt = DEFAULT_ROOT,
+    replayer: ReplayersOpt = None,
     session: Annotated[
         bool,
         typer.Option(
             "--session",
             help="Persistent session: the broker keeps what is published while this consumer "
-            "is away and a restart with the same client id resumes from there.",
+            "is away; a restart with the same client id resumes there.",
+            rich_help_panel=_RUNNER,
         ),
     ] = False,
+    client_id: Annotated[
+        str | None,
+        typer.Option(
+            "--client-id",
+            metavar="ID",
+            help="MQTT client id; random, or derived from the plug-ins with --session.",
+            show_default=False,
+            rich_help_panel=_RUNNER,
+        ),
+    ] = None,
     session_expiry: Annotated[
         int,
         typer.Option(
             "--session-expiry",
-            min=1,
-            help="Seconds the broker keeps a persistent session after a disconnect (MQTT 5).",
+            parser=whole(1),
+            metavar="SECONDS",
+            help="How long the broker keeps a persistent session after a disconnect (MQTT 5).",
+            **rare(_RUNNER),
         ),
     ] = DEFAULT_SESSION_EXPIRY,
     handler_timeout: Annotated[
-        float, typer.Option("--handler-timeout", min=0.001, help="Seconds a handler may take.")
+        float,
+        typer.Option(
+            "--handler-timeout",
+            parser=number(0.001),
+            metavar="SECONDS",
+            help="Seconds a handler may take.",
+            **rare(_RUNNER),
+        ),
     ] = 10.0,
     queue_size: Annotated[
         int,
         typer.Option(
             "--queue-size",
-            min=2,
+            parser=whole(2),
+            metavar="N",
             help="Events buffered per match; past it a slow match skips ahead to its state.",
+            **rare(_RUNNER),
         ),
     ] = 1000,
     drain_timeout: Annotated[
         float,
         typer.Option(
-            "--drain-timeout", min=0, help="Seconds handlers get to finish on the way out."
+            "--drain-timeout",
+            parser=number(0),
+            metavar="SECONDS",
+            help="Seconds handlers get to finish on the way out.",
+            **rare(_RUNNER),
         ),
     ] = 30.0,
     max_matches: Annotated[
         int,
         typer.Option(
             "--max-matches",
-            min=1,
-            help="Matches tracked at once; past it the longest-idle ones are forgotten first "
-            "(finished ones leave 5 minutes after their full time anyway).",
+            parser=whole(1),
+            metavar="N",
+            help="Matches tracked at once; past it the longest idle are forgotten (a "
+            "finished one goes 5 minutes after full time anyway).",
+            **rare(_RUNNER),
         ),
     ] = MAX_MATCHES,
     reorder_window: Annotated[
         int | None,
-        typer.Option(min=0, help="Events held past a missing seq, waiting for it (default 16)."),
+        typer.Option(
+            "--reorder-window",
+            parser=whole(0),
+            metavar="N",
+            help="Events held past a missing seq, waiting for it (default 16).",
+            **rare(_RUNNER),
+        ),
     ] = None,
     reorder_wait: Annotated[
         float | None,
-        typer.Option(min=0, help="Seconds they wait for it, at most (default 0.5)."),
+        typer.Option(
+            "--reorder-wait",
+            parser=number(0),
+            metavar="SECONDS",
+            help="Seconds they wait for it, at most (default 0.5).",
+            **rare(_RUNNER),
+        ),
     ] = None,
-    exit_at_full_time: ExitAtFullTimeOpt = False,
-    protocol: ProtocolOpt = "auto",
-    client: ClientOpt = ClientKind.fast,
-    log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
+    log_format: LogFmtOpt = "auto",
+    help_all: HelpAllOpt = False,
 ) -> None:
-    """Run subscriber plug-ins on the live stream (broker default: 127.0.0.1:1883)."""
+    """``matchcast consume``: run subscriber plug-ins on the live stream."""
     setup_logs(log_format, verbose, quiet_default=False)
     if list_:
         if plugins:

@@ -15,10 +15,12 @@ from events import DEFAULT_ROOT, ControlReply
 from matchcast.app.control import ControlError, format_reply, send_command
 from matchcast.cli.common import fail, run, setup_logs
 from matchcast.cli.options import (
-    BrokerOpt,
     CaFileOpt,
     CertFileOpt,
+    ControlBrokerOpt,
     ControlMatchOpt,
+    ControlReplayerOpt,
+    HelpAllOpt,
     KeyFileOpt,
     LogFmtOpt,
     ProtocolOpt,
@@ -26,6 +28,8 @@ from matchcast.cli.options import (
     TlsInsecureOpt,
     VerboseOpt,
     connection_options,
+    match_filter,
+    number,
     parse_protocol,
     parse_topics,
     replayer_id,
@@ -46,33 +50,34 @@ def control(
     value: Annotated[
         str | None,
         typer.Argument(
-            help="seek: the minute (80, 90+2); speed: match seconds per wall second, or max."
+            metavar="VALUE",
+            help="seek: the minute (80, 90+2); speed: match seconds per wall second, or max.",
+            show_default=False,
         ),
     ] = None,
-    replayer: Annotated[
-        str | None,
-        typer.Option(
-            "--replayer",
-            metavar="ID",
-            help="The replayer's id (`replay --replayer-id`); optional with one online. Its "
-            "status is read by its exact topic too (RabbitMQ 3.10 gives wildcards none).",
-        ),
-    ] = None,
+    replayer: ControlReplayerOpt = None,
     match: ControlMatchOpt = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0.1, help="Seconds to wait for the answer.")
+        float,
+        typer.Option(
+            "--timeout",
+            parser=number(0.1),
+            metavar="SECONDS",
+            help="Seconds to wait for the answer.",
+        ),
     ] = 5.0,
-    broker: BrokerOpt = None,
+    broker: ControlBrokerOpt = None,
     ca_file: CaFileOpt = None,
     cert_file: CertFileOpt = None,
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
-    root: RootOpt = DEFAULT_ROOT,
     protocol: ProtocolOpt = "auto",
-    log_format: LogFmtOpt = "auto",
+    root: RootOpt = DEFAULT_ROOT,
     verbose: VerboseOpt = 0,
+    log_format: LogFmtOpt = "auto",
+    help_all: HelpAllOpt = False,
 ) -> None:
-    """Control a running replay: pause, resume, seek MINUTE, speed N|max, stop, status."""
+    """``matchcast control``: one command to a running replayer, and its answer."""
     setup_logs(log_format, verbose, quiet_default=True)
     url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
     if url is None:
@@ -80,6 +85,8 @@ def control(
     topics = parse_topics(root)
     checked_protocol = parse_protocol(protocol)
     replayer = replayer_id(replayer)
+    if match is not None:  # '+' is every match, as with no --match
+        match = None if match_filter(match) == "+" else match
 
     async def go() -> ControlReply | ControlError:
         try:

@@ -29,17 +29,21 @@ from matchcast.cli.chaos import (
 from matchcast.cli.common import CommandExit, fail, setup_logs
 from matchcast.cli.common import run as run_command
 from matchcast.cli.options import (
+    BROKER_PANEL,
+    OUTPUT_PANEL,
+    PORT,
     CaFileOpt,
     CertFileOpt,
     ChaosLogOpt,
     ChaosOpt,
     ClientOpt,
+    HelpAllOpt,
     KeyFileOpt,
     LoadBrokerOpt,
+    LoadQosOpt,
     LoadSpeedOpt,
     LogFmtOpt,
     ProtocolOpt,
-    QosOpt,
     RootOpt,
     SeedOpt,
     SubscriptionQosOpt,
@@ -48,9 +52,12 @@ from matchcast.cli.options import (
     VerboseOpt,
     connection_options,
     load_matches,
+    number,
     parse_protocol,
     parse_speed,
     parse_topics,
+    rare,
+    whole,
 )
 from matchcast.load._nodes import NodeAssigner
 from matchcast.redact import redact, redact_argv, redact_data, write_private
@@ -64,18 +71,30 @@ READY_LINE = "matchcast-load-ready"
 __all__ = ["make_factory", "nothing_delivered", "register"]
 
 
+_SHAPE = "Load shape"
+_CHECKS = "Checks"
+_SCALE = "Scale out"
+_OUT = OUTPUT_PANEL
+
+
 # The outputs ``load`` and ``load merge`` both write; the help of each says what it holds.
 def _report_option(help_text: str) -> Any:
-    return typer.Option("--report", help=help_text)
+    return typer.Option("--report", metavar="FILE", help=help_text, rich_help_panel=_OUT)
 
 
 def _check_option(help_text: str) -> Any:
-    return typer.Option("--check", metavar="EXPR", help=help_text)
+    return typer.Option("--check", metavar="EXPR", help=help_text, rich_help_panel=_CHECKS)
 
 
-_CsvOpt = Annotated[Path | None, typer.Option("--csv", help="Write the per-second series as CSV.")]
+_CsvOpt = Annotated[
+    Path | None,
+    typer.Option("--csv", metavar="FILE", help="Write the per-second series as CSV.", **rare(_OUT)),
+]
 _ChartOpt = Annotated[
-    Path | None, typer.Option("--chart", help="Draw throughput and latency into a PNG.")
+    Path | None,
+    typer.Option(
+        "--chart", metavar="FILE", help="Draw throughput and latency into a PNG.", **rare(_OUT)
+    ),
 ]
 
 
@@ -141,116 +160,223 @@ def load(
     specs: Annotated[
         list[str] | None,
         typer.Argument(
-            metavar="[MATCH]...",
+            metavar="MATCH",
             help="Match specs to copy (default the semi-final): names, files, sim:SEED.",
             show_default=False,
         ),
     ] = None,
+    matches: Annotated[
+        int,
+        typer.Option("--matches", "-k", parser=whole(1), metavar="K", help="Concurrent matches."),
+    ] = 10,
+    subscribers: Annotated[
+        int,
+        typer.Option(
+            "--subscribers",
+            "-m",
+            parser=whole(0),
+            metavar="M",
+            help="Probe subscriber connections.",
+        ),
+    ] = 1,
+    speed: LoadSpeedOpt = "max",
+    rate: Annotated[
+        float | None,
+        typer.Option(
+            "--rate",
+            parser=number(0.001),
+            metavar="N",
+            help="Target total events/s (overrides --speed).",
+        ),
+    ] = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(
+            "--duration",
+            parser=number(0.1),
+            metavar="SECONDS",
+            help="Send for this long, replacing finished matches.",
+        ),
+    ] = None,
     broker: LoadBrokerOpt = None,
+    spawn_mosquitto: Annotated[
+        bool,
+        typer.Option(
+            "--spawn-mosquitto",
+            help="Start a mosquitto of our own to test.",
+            rich_help_panel=BROKER_PANEL,
+        ),
+    ] = False,
+    qos: LoadQosOpt = 0,
+    client: ClientOpt = ClientKind.fast,
     ca_file: CaFileOpt = None,
     cert_file: CertFileOpt = None,
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
-    spawn_mosquitto: Annotated[
-        bool, typer.Option("--spawn-mosquitto", help="Start a mosquitto of our own to test.")
-    ] = False,
-    matches: Annotated[
-        int, typer.Option("--matches", "-k", min=1, help="Concurrent matches.")
-    ] = 10,
-    subscribers: Annotated[
-        int, typer.Option("--subscribers", "-m", min=0, help="Probe subscriber connections.")
-    ] = 1,
-    shared_group: Annotated[
-        str | None,
-        typer.Option("--shared-group", help="Probes share $share/NAME/... as one consumer."),
-    ] = None,
-    speed: LoadSpeedOpt = "max",
-    rate: Annotated[
-        float | None,
-        typer.Option("--rate", min=0.001, help="Target total events/s (overrides --speed)."),
-    ] = None,
+    protocol: ProtocolOpt = "auto",
+    root: RootOpt = LOAD_ROOT,
     ramp: Annotated[
         float,
         typer.Option(
             "--ramp",
-            min=0,
-            max=86_400,  # finite: 'inf' ended the run with an IndexError
+            parser=number(0, 86_400),  # finite: 'inf' ended the run with an IndexError
+            metavar="SECONDS",
             help="Start the matches over this many seconds.",
+            **rare(_SHAPE),
         ),
     ] = 0.0,
-    duration: Annotated[
-        float | None,
-        typer.Option("--duration", min=0.1, help="Send for this long, replacing finished matches."),
-    ] = None,
-    qos: QosOpt = 0,
     payload_size: Annotated[
-        int, typer.Option("--payload-size", min=0, help="Pad events to this many bytes.")
+        int,
+        typer.Option(
+            "--payload-size",
+            parser=whole(0),
+            metavar="BYTES",
+            help="Pad events to this many bytes.",
+            **rare(_SHAPE),
+        ),
     ] = 0,
     states: Annotated[
-        bool, typer.Option("--states/--no-states", help="Also publish retained state snapshots.")
+        bool,
+        typer.Option(
+            "--states/--no-states", help="Also publish retained state snapshots.", **rare(_SHAPE)
+        ),
     ] = True,
     publishers: Annotated[
-        int, typer.Option("--publishers", min=1, help="Publishing connections.")
+        int,
+        typer.Option(
+            "--publishers",
+            parser=whole(1),
+            metavar="N",
+            help="Publishing connections.",
+            **rare(_SHAPE),
+        ),
     ] = 1,
     max_inflight: Annotated[
-        int, typer.Option("--max-inflight", min=1, help="Publishes in flight per connection.")
+        int,
+        typer.Option(
+            "--max-inflight",
+            parser=whole(1),
+            metavar="N",
+            help="Publishes in flight per connection.",
+            **rare(_SHAPE),
+        ),
     ] = 1000,
-    overrun_ms: Annotated[
-        float, typer.Option("--overrun-ms", min=0, help="Later than this counts as overrun.")
-    ] = 10.0,
-    drain_idle: Annotated[
-        float, typer.Option("--drain-idle", min=0, help="Stop waiting after this idle time.")
-    ] = 2.0,
-    client: ClientOpt = ClientKind.fast,
-    root: RootOpt = LOAD_ROOT,
-    report: Annotated[Path | None, _report_option("Write every figure to this JSON file.")] = None,
-    csv_path: _CsvOpt = None,
+    shared_group: Annotated[
+        str | None,
+        typer.Option(
+            "--shared-group",
+            metavar="NAME",
+            help="Probes share $share/NAME/... as one consumer.",
+            **rare(_SHAPE),
+        ),
+    ] = None,
+    check: Annotated[
+        list[str] | None,
+        _check_option(
+            "A threshold, e.g. 'p99 < 50ms' or 'lost == 0' (repeatable; one failed exits 3) "
+            "on p50 p90 p99 p99.9 max mean (ms), lost duplicates reordered received "
+            "publish_failures overruns, delivered_rate achieved_rate (events/s)."
+        ),
+    ] = None,
     verify_state: Annotated[
         bool,
         typer.Option(
             "--verify-state",
-            help="Afterwards, check each consumer's reported final state against the truth.",
+            help="Check each consumer's reported final state against the truth.",
+            rich_help_panel=_CHECKS,
         ),
     ] = False,
     expect_consumer: Annotated[
         list[str] | None,
-        typer.Option("--expect-consumer", help="A consumer id that must report (repeatable)."),
-    ] = None,
-    verify_timeout: Annotated[
-        float, typer.Option("--verify-timeout", min=0, help="Seconds to wait for the reports.")
-    ] = 15.0,
-    chart: _ChartOpt = None,
-    check: Annotated[
-        list[str] | None,
-        _check_option(
-            "A threshold, e.g. 'p99 < 50ms' or 'lost == 0' (repeatable); one failed "
-            "check exits 3. Figures: p50 p90 p99 p99.9 max mean (ms), lost duplicates reordered "
-            "received publish_failures overruns, delivered_rate achieved_rate (events/s)."
+        typer.Option(
+            "--expect-consumer",
+            metavar="ID",
+            help="A consumer id that must report (repeatable).",
+            **rare(_CHECKS),
         ),
     ] = None,
+    verify_timeout: Annotated[
+        float,
+        typer.Option(
+            "--verify-timeout",
+            parser=number(0),
+            metavar="SECONDS",
+            help="Seconds to wait for the reports.",
+            **rare(_CHECKS),
+        ),
+    ] = 15.0,
+    overrun_ms: Annotated[
+        float,
+        typer.Option(
+            "--overrun-ms",
+            parser=number(0),
+            metavar="MS",
+            help="Later than this counts as overrun.",
+            **rare(_CHECKS),
+        ),
+    ] = 10.0,
+    drain_idle: Annotated[
+        float,
+        typer.Option(
+            "--drain-idle",
+            parser=number(0),
+            metavar="SECONDS",
+            help="Stop waiting after this idle time.",
+            **rare(_CHECKS),
+        ),
+    ] = 2.0,
     workers: Annotated[
-        int, typer.Option("--workers", min=1, help="Spread the load over this many processes.")
+        int,
+        typer.Option(
+            "--workers",
+            parser=whole(1),
+            metavar="N",
+            help="Spread the load over this many processes.",
+            rich_help_panel=_SCALE,
+        ),
     ] = 1,
     probe_workers: Annotated[
         int,
         typer.Option(
             "--probe-workers",
-            min=0,
+            parser=whole(0),
+            metavar="N",
             help="Run the probes in this many processes of their own; the --workers then "
-            "only send (as mosquitto_pub and mosquitto_sub are two processes).",
+            "only send.",
+            **rare(_SCALE),
         ),
     ] = 0,
-    probe_only: Annotated[
-        bool, typer.Option("--probe-only", hidden=True, help="This shard only probes.")
-    ] = False,
     shard: Annotated[
         str | None,
-        typer.Option("--shard", help="i/n: run slice i of n (one per machine); merge reports."),
+        typer.Option(
+            "--shard",
+            metavar="i/n",
+            help="Run slice i of n (one per machine); merge their reports.",
+            **rare(_SCALE),
+        ),
     ] = None,
     start_at: Annotated[
         float | None,
-        typer.Option("--start-at", help="Epoch seconds to start sending (shards start together)."),
+        typer.Option(
+            "--start-at",
+            parser=number(0),
+            metavar="EPOCH",
+            help="Epoch seconds to start sending (shards start together).",
+            **rare(_SCALE),
+        ),
     ] = None,
+    tag: Annotated[
+        str | None,
+        typer.Option(
+            "--tag",
+            metavar="TAG",
+            help="Match id tag; give the shards of one run the same.",
+            **rare(_SCALE),
+        ),
+    ] = None,
+    probe_only: Annotated[
+        bool, typer.Option("--probe-only", hidden=True, help="This shard only probes.")
+    ] = False,
     start_on_go: Annotated[
         bool,
         typer.Option(
@@ -260,32 +386,32 @@ def load(
             "standard input (how --workers starts its processes together).",
         ),
     ] = False,
-    tag: Annotated[
-        str | None, typer.Option("--tag", help="Match id tag; give shards of one run the same.")
-    ] = None,
+    chaos: ChaosOpt = None,
+    seed: SeedOpt = 0,
+    chaos_log: ChaosLogOpt = None,
+    truth: TruthOpt = None,
+    report: Annotated[Path | None, _report_option("Write every figure to this JSON file.")] = None,
+    csv_path: _CsvOpt = None,
+    chart: _ChartOpt = None,
     progress: Annotated[
-        bool, typer.Option("--progress/--no-progress", help="Live view (on a terminal).")
+        bool,
+        typer.Option("--progress/--no-progress", help="Live view (on a terminal).", **rare(_OUT)),
     ] = True,
     keep: Annotated[
         bool,
         typer.Option(
             "--keep",
-            help="Leave this run's retained states and consumer reports on the broker (by "
-            "default they are cleared at the end; --shard runs always keep them).",
+            help="Leave this run's retained states and consumer reports on the broker "
+            "(--shard runs always do).",
+            **rare(_OUT),
         ),
     ] = False,
-    chaos: ChaosOpt = None,
-    seed: SeedOpt = 0,
-    chaos_log: ChaosLogOpt = None,
-    truth: TruthOpt = None,
-    protocol: ProtocolOpt = "auto",
-    log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
+    log_format: LogFmtOpt = "auto",
+    help_all: HelpAllOpt = False,
 ) -> None:
-    """Drive K concurrent matches onto a broker and measure what M subscribers receive.
-
-    `matchcast load merge A.json B.json --report all.json` combines the reports of shards.
-    """
+    """``matchcast load``: drive K concurrent matches onto a broker and measure what M
+    subscribers receive."""
     setup_logs(log_format, verbose, quiet_default=True)
     checks = _checks(check)
     _chart_ready(chart)
@@ -964,23 +1090,26 @@ async def _live(run: Any, console: Any, enabled: bool) -> AsyncIterator[None]:
 
 def consume(
     consumer_id: Annotated[
-        str, typer.Option("--consumer-id", help="This consumer's name in reports and topics.")
+        str,
+        typer.Option(
+            "--consumer-id", metavar="ID", help="This consumer's name in reports and topics."
+        ),
     ] = "consumer-1",
-    broker: LoadBrokerOpt = None,
-    ca_file: CaFileOpt = None,
-    cert_file: CertFileOpt = None,
-    key_file: KeyFileOpt = None,
-    tls_insecure: TlsInsecureOpt = False,
-    root: RootOpt = LOAD_ROOT,
     shared_group: Annotated[
-        str | None, typer.Option("--shared-group", help="Join $share/NAME/... (a consumer group).")
+        str | None,
+        typer.Option(
+            "--shared-group", metavar="NAME", help="Join $share/NAME/... (a consumer group)."
+        ),
     ] = None,
-    qos: SubscriptionQosOpt = 1,
     metrics_port: Annotated[
-        int | None, typer.Option("--metrics-port", help="Serve Prometheus /metrics here.")
+        int | None,
+        typer.Option(
+            "--metrics-port", parser=PORT, metavar="PORT", help="Serve Prometheus /metrics here."
+        ),
     ] = None,
     metrics_addr: Annotated[
-        str, typer.Option("--metrics-addr", help="Address for the metrics server.")
+        str,
+        typer.Option("--metrics-addr", metavar="ADDRESS", help="Address for the metrics server."),
     ] = "127.0.0.1",
     report_state: Annotated[
         bool,
@@ -988,14 +1117,28 @@ def consume(
     ] = True,
     idle_exit: Annotated[
         float | None,
-        typer.Option("--idle-exit", min=0.1, help="Exit after this many idle seconds."),
+        typer.Option(
+            "--idle-exit",
+            parser=number(0.1),
+            metavar="SECONDS",
+            help="Exit after this many idle seconds.",
+        ),
     ] = None,
+    broker: LoadBrokerOpt = None,
     client: ClientOpt = ClientKind.fast,
+    ca_file: CaFileOpt = None,
+    cert_file: CertFileOpt = None,
+    key_file: KeyFileOpt = None,
+    tls_insecure: TlsInsecureOpt = False,
     protocol: ProtocolOpt = "auto",
-    log_format: LogFmtOpt = "auto",
+    qos: SubscriptionQosOpt = 1,
+    root: RootOpt = LOAD_ROOT,
     verbose: VerboseOpt = 0,
+    log_format: LogFmtOpt = "auto",
+    help_all: HelpAllOpt = False,
 ) -> None:
-    """Run the consumer runner under load: metrics on HTTP, final state reported for checking."""
+    """``matchcast load-consumer``: the consumer runner under load, metrics on HTTP, final
+    states reported for ``load --verify-state``."""
     from matchcast.load import RunnerMetrics, run_consumer  # noqa: PLC0415
 
     setup_logs(log_format, max(verbose, 1), quiet_default=True)
@@ -1037,17 +1180,23 @@ def merge(
     check: Annotated[
         list[str] | None, _check_option("A threshold, as for load (repeatable); failed: exit 3.")
     ] = None,
+    help_all: HelpAllOpt = False,
 ) -> None:
-    """`matchcast load merge`: combine the reports of shards into one, exactly (counts, streams
-    and latency histograms, not averaged percentiles)."""
+    """``matchcast load merge``: combine the reports of shards into one (see :data:`MERGE_HELP`)."""
     checks = _checks(check)
     _chart_ready(chart)
     _merge(files, report, csv_path, chart, checks)
 
 
+#: ``load``'s help after its summary.
+LOAD_HELP = "`matchcast load merge A.json B.json --report all.json` combines the reports of shards."
+#: ``load merge``'s help after its summary.
+MERGE_HELP = "Counts, streams and latency histograms are merged, not averaged percentiles."
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``load`` and ``load-consumer`` commands to ``app``; ``load merge`` is run as the
     hidden ``load merge`` (see ``matchcast.cli.main``), so it has a help of its own."""
-    app.command("load")(load)
-    app.command("load merge", hidden=True)(merge)
+    app.command("load", help=LOAD_HELP)(load)
+    app.command("load merge", hidden=True, help=MERGE_HELP)(merge)
     app.command("load-consumer")(consume)

@@ -16,6 +16,7 @@ import typer
 
 from events import MatchFileError, quote
 from matchcast.cli.common import fail
+from matchcast.cli.options import HelpAllOpt, choice, whole
 from simulator import (
     Match,
     MatchFormat,
@@ -113,15 +114,23 @@ def _xg(value: str | None) -> tuple[float, float] | None:
 
 def _output_option(help_text: str) -> Any:
     """``-o`` of simulate and import: where the match files go."""
-    return typer.Option("--output", "-o", help=help_text)
+    return typer.Option("--output", "-o", metavar="PATH", help=help_text)
 
 
 def simulate(
-    home: Annotated[str, typer.Option(help="Home team, a FIFA code.")] = "ARG",
-    away: Annotated[str, typer.Option(help="Away team, a FIFA code.")] = "ENG",
-    seed: Annotated[int, typer.Option(min=0, help="Same seed, same match, byte for byte.")] = 0,
+    home: Annotated[str, typer.Option(metavar="CODE", help="Home team, a FIFA code.")] = "ARG",
+    away: Annotated[str, typer.Option(metavar="CODE", help="Away team, a FIFA code.")] = "ENG",
+    seed: Annotated[
+        int,
+        typer.Option(parser=whole(0), metavar="N", help="Same seed, same match, byte for byte."),
+    ] = 0,
     count: Annotated[
-        int, typer.Option(min=1, help="Write this many matches, seeds SEED, SEED+1, ...")
+        int,
+        typer.Option(
+            parser=whole(1, MAX_COUNT),
+            metavar="N",
+            help="Write this many matches, seeds SEED, SEED+1, ...",
+        ),
     ] = 1,
     output: Annotated[
         Path | None,
@@ -132,16 +141,23 @@ def simulate(
     ] = False,
     xg: Annotated[
         str | None,
-        typer.Option(help="Expected goals home,away (e.g. 1.6,1.1); default from 2022 records."),
+        typer.Option(
+            metavar="HOME,AWAY",
+            help="Expected goals (e.g. 1.6,1.1); default from 2022 records.",
+        ),
     ] = None,
     date: Annotated[
-        str | None, typer.Option(help="Kickoff date written into the file, YYYY-MM-DD.")
+        str | None,
+        typer.Option(metavar="YYYY-MM-DD", help="Kickoff date written into the file."),
     ] = None,
     fmt: Annotated[
-        str, typer.Option("--format", help="yaml or json, for stdout and directories.")
+        str,
+        typer.Option("--format", metavar="yaml|json", help="For stdout and directories."),
     ] = "yaml",
+    help_all: HelpAllOpt = False,
 ) -> None:
-    """Generate plausible simulated matches (Poisson goals, cards, subs, added time)."""
+    """``matchcast simulate``: plausible simulated matches (Poisson goals, cards, subs,
+    added time)."""
     home, away = home.upper(), away.upper()
     if fmt not in ("yaml", "json"):
         _fail(f"--format must be yaml or json, not {quote(fmt)}")
@@ -171,12 +187,15 @@ def simulate(
 
 def import_(
     fmt: Annotated[
-        ImportFormat, typer.Argument(metavar="FORMAT", help="openfootball or statsbomb.")
+        ImportFormat,
+        typer.Argument(
+            metavar="FORMAT", parser=choice(ImportFormat), help="openfootball or statsbomb."
+        ),
     ],
     files: Annotated[
         list[Path],
         typer.Argument(
-            metavar="FILE...",
+            metavar="FILE",
             help="openfootball: a worldcup.json. statsbomb: the events file, with the lineups "
             "and matches files if you have them.",
         ),
@@ -190,23 +209,35 @@ def import_(
     select: Annotated[
         str | None,
         typer.Option(
-            "--match", help="openfootball: which matches (final, group-a, ARG-FRA, 2022-12-18)."
+            "--match",
+            metavar="WHICH",
+            help="openfootball: which matches (final, group-a, ARG-FRA, 2022-12-18).",
         ),
     ] = None,
     utc_offset: Annotated[
         str | None,
         typer.Option(
-            "--utc-offset", help="openfootball: UTC offset of local kickoff times (+03:00)."
+            "--utc-offset",
+            metavar="+HH:MM",
+            help="openfootball: UTC offset of local kickoff times.",
         ),
     ] = None,
     date: Annotated[
-        str | None, typer.Option(help="statsbomb: match date when no matches file gives it.")
+        str | None,
+        typer.Option(
+            metavar="YYYY-MM-DD", help="statsbomb: match date when no matches file gives it."
+        ),
     ] = None,
     home: Annotated[
-        str | None, typer.Option(help="statsbomb: home team name when no matches file gives it.")
+        str | None,
+        typer.Option(
+            metavar="NAME", help="statsbomb: home team name when no matches file gives it."
+        ),
     ] = None,
+    help_all: HelpAllOpt = False,
 ) -> None:
-    """Import real match data into match files (openfootball results, StatsBomb events)."""
+    """``matchcast import``: real match data into match files (openfootball results,
+    StatsBomb events)."""
     wrong = (
         ["--date" if date else "", "--home" if home else ""]
         if fmt is ImportFormat.openfootball

@@ -1,19 +1,29 @@
-"""The one place for a command-line option: the typer options several commands share, and
-the checks that turn their text into matchcast's values.
+"""The one place for a command-line option: the typer options several commands share, the
+checks that turn their text into matchcast's values, and how a command's help shows them.
 
 Each ``...Opt`` is an annotated type a command takes as a parameter (``broker: BrokerOpt =
 None``); each ``parse_...`` checks a value and ends the command with one line, exit 2, when it
-is wrong. A command that connects to a broker takes ``BrokerOpt`` plus ``CaFileOpt``,
+is wrong. A command that connects to a broker takes a ``...BrokerOpt`` plus ``CaFileOpt``,
 ``CertFileOpt``, ``KeyFileOpt`` and ``TlsInsecureOpt`` and gets its brokers from
 :func:`connection_options`. Every default topic root is :data:`events.DEFAULT_ROOT` (``load``'s
 is :data:`events.LOAD_ROOT`).
+
+How a help shows them: each option sits in a panel (typer's ``rich_help_panel``: the
+``..._PANEL`` names). A rare one is declared with :func:`rare`: ``--help`` leaves it out and
+``--help-all`` (:data:`HelpAllOpt`, which every command takes) shows it in its panel. An option
+hidden without a panel is internal and never shown (``load --start-on-go``, an old name kept
+for a release). A number or a choice is read by :func:`whole`, :func:`number` or
+:func:`choice`, so a wrong one is refused with a line that names the option and what it takes,
+never with the validation library's wording.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -43,9 +53,12 @@ from matchcast.transport.connection import (
 from simulator import Match, Recording, resolve_matches, resolve_sources
 
 __all__ = [
-    "CLIENT_HELP",
+    "BROKER_PANEL",
+    "CHAOS_PANEL",
     "DEFAULT_EMBEDDED_PORT",
     "DEMO_SPEED",
+    "OUTPUT_PANEL",
+    "PORT",
     "BrokerOpt",
     "CaFileOpt",
     "CertFileOpt",
@@ -53,18 +66,24 @@ __all__ = [
     "ChaosOpt",
     "ClearMatchOpt",
     "ClientOpt",
+    "ControlBrokerOpt",
     "ControlMatchOpt",
+    "ControlReplayerOpt",
     "DemoSpeedOpt",
     "ExitAtFullTimeOpt",
     "FromOpt",
+    "HelpAllOpt",
     "KeyFileOpt",
     "LoadBrokerOpt",
+    "LoadQosOpt",
     "LoadSpeedOpt",
     "LogFmtOpt",
     "MatchFilterOpt",
     "ProtocolOpt",
-    "QosOpt",
+    "ReplayBrokerOpt",
+    "ReplayQosOpt",
     "ReplaySpeedOpt",
+    "ReplayerIdOpt",
     "ReplayersOpt",
     "RootOpt",
     "SeedOpt",
@@ -72,127 +91,317 @@ __all__ = [
     "TlsInsecureOpt",
     "TruthOpt",
     "VerboseOpt",
+    "ViewClientOpt",
+    "WebBrokerOpt",
     "WebDemoFromOpt",
     "WebDemoSpeedOpt",
     "check_start",
+    "choice",
     "connection_options",
     "load_matches",
     "load_sources",
     "match_filter",
+    "number",
     "parse_from",
     "parse_number",
     "parse_protocol",
     "parse_speed",
     "parse_topics",
+    "rare",
     "replayer_id",
     "replayer_ids",
+    "whole",
 ]
+
+E = TypeVar("E", bound=Enum)
 
 #: The port of the embedded broker, and where commands look for a broker when none is given.
 DEFAULT_EMBEDDED_PORT = 1883
 #: ``demo`` and ``web --demo``: the semi-final's 98 minutes of play in about 90 seconds.
 DEMO_SPEED = 65.0
 
-#: The help of ``--client`` (its default is each command's: aiomqtt where speed does not
-#: matter, the fast client where it does).
-CLIENT_HELP = (
-    "MQTT client: fast (matchcast.fastmqtt, several times aiomqtt's rate) or aiomqtt "
-    "(on paho). Both speak MQTT 5 and 3.1.1."
-)
-
-# Where one option reads differently in different commands (what it changes is not the same),
-# a private factory declares it once and each variant below words its help.
+#: The panels every command shares; a command names its own (``"Timing"``) where it declares
+#: its options. Options with no panel are listed first, under "Options".
+BROKER_PANEL = "Broker"
+OUTPUT_PANEL = "Output"
+CHAOS_PANEL = "Chaos"
 
 
-ClientOpt = Annotated[ClientKind, typer.Option("--client", help=CLIENT_HELP)]
+def rare(panel: str) -> dict[str, Any]:
+    """The ``typer.Option`` arguments of a rare option: left out of ``--help``, shown in
+    ``panel`` by ``--help-all``."""
+    return {"rich_help_panel": panel, "hidden": True}
 
 
-def _broker_option(help_text: str) -> Any:
-    return typer.Option("--broker", "-b", help=help_text, show_default=False)
+def _show_all_help(ctx: typer.Context, value: bool) -> None:
+    """``--help-all``: the help with the rare options in it."""
+    if not value or ctx.resilient_parsing:
+        return
+    rare_ones = [
+        p
+        for p in ctx.command.params
+        if getattr(p, "hidden", False) and getattr(p, "rich_help_panel", None)
+    ]
+    for p in rare_ones:
+        setattr(p, "hidden", False)  # noqa: B010 - click's Parameter does not declare it
+    try:
+        typer.echo(ctx.get_help())
+    finally:
+        for p in rare_ones:
+            setattr(p, "hidden", True)  # noqa: B010
+    raise typer.Exit
 
 
+HelpAllOpt = Annotated[
+    bool,
+    typer.Option(
+        "--help-all",
+        is_eager=True,
+        expose_value=False,
+        callback=_show_all_help,
+        help="Show every option, the rare ones too.",
+    ),
+]
+
+
+# ---------------------------------------------------------------- values
+
+
+def _range_words(low: float | None, high: float | None, kind: str) -> str:
+    if low is not None and high is not None:
+        return f"{kind} from {low:g} to {high:g}"
+    if low is not None:
+        return f"{kind} of {low:g} or more"
+    if high is not None:
+        return f"{kind} of {high:g} or less"
+    return kind
+
+
+def whole(low: int | None = None, high: int | None = None) -> Callable[[Any], int]:
+    """A ``parser=`` for a whole number in ``[low, high]``."""
+    words = _range_words(low, high, "a whole number")
+
+    def parse(value: Any) -> int:
+        if isinstance(value, int):
+            return value
+        try:  # ASCII digits only: int() takes fullwidth digits (events.whole_number says why)
+            n = events.whole_number(str(value).strip())
+        except ValueError:
+            raise typer.BadParameter(f"must be {words}, not {quote(str(value))}") from None
+        if (low is not None and n < low) or (high is not None and n > high):
+            raise typer.BadParameter(f"must be {words}, not {quote(str(value))}")
+        return n
+
+    return parse
+
+
+def number(low: float | None = None, high: float | None = None) -> Callable[[Any], float]:
+    """A ``parser=`` for a finite number in ``[low, high]``."""
+    words = _range_words(low, high, "a number")
+
+    def parse(value: Any) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        try:  # ASCII digits, finite: float() takes fullwidth digits, "nan" and "inf"
+            x = events.decimal_number(str(value).strip())
+        except ValueError:
+            raise typer.BadParameter(f"must be {words}, not {quote(str(value))}") from None
+        if (low is not None and x < low) or (high is not None and x > high):
+            raise typer.BadParameter(f"must be {words}, not {quote(str(value))}")
+        return x
+
+    return parse
+
+
+def choice(kind: type[E]) -> Callable[[Any], E]:
+    """A ``parser=`` for one of the values of the enum ``kind``."""
+    names = [str(m.value) for m in kind]
+    words = ", ".join(names[:-1]) + f" or {names[-1]}" if len(names) > 1 else names[0]
+
+    def parse(value: Any) -> E:
+        if isinstance(value, kind):
+            return value
+        for member in kind:
+            if str(member.value) == str(value).lower():
+                return member
+        raise typer.BadParameter(f"must be {words}, not {quote(str(value))}")
+
+    return parse
+
+
+#: A TCP port: 0 lets the system choose a free one.
+PORT = whole(0, 65535)
+
+
+# ---------------------------------------------------------------- connection
+
+_URL = "mqtt://\\[user:pass@]host:port or mqtts://..."
+
+
+def _broker_option(list_means: str, default: str) -> Any:
+    return typer.Option(
+        "--broker",
+        "-b",
+        metavar="URL",
+        help=f"{_URL}, or a comma-separated list {list_means}. Default $MATCHCAST_BROKER"
+        f"{default}. A password here shows in ps: use ${ENV_PASSWORD}.",
+        show_default=False,
+        rich_help_panel=BROKER_PANEL,
+    )
+
+
+_FAILOVER = "of a cluster's nodes, for failover"
+#: watch, consume and clear: they look for a broker where ``matchcast broker`` listens.
 BrokerOpt = Annotated[
-    str | None,
-    _broker_option(
-        "mqtt://\\[user:pass@]host:port or mqtts://...; a comma-separated list names the "
-        "nodes of a cluster (the first that answers is used, the others on failover). "
-        "Default $MATCHCAST_BROKER, else the embedded broker. A password here shows in ps: "
-        "prefer $MATCHCAST_USERNAME and $MATCHCAST_PASSWORD."
-    ),
+    str | None, _broker_option(_FAILOVER, f", else mqtt://127.0.0.1:{DEFAULT_EMBEDDED_PORT}")
 ]
-#: ``load`` and ``load-consumer``: unlike the other commands, a load test never falls back to
-#: the embedded broker, and it spreads its connections over a broker list.
-LoadBrokerOpt = Annotated[
-    str | None,
-    _broker_option(
-        "mqtt://\\[user:pass@]host:port or mqtts://...; a comma-separated list spreads "
-        "the connections over the nodes round-robin. Default $MATCHCAST_BROKER."
-    ),
+#: replay: with no broker given it starts one of its own.
+ReplayBrokerOpt = Annotated[
+    str | None, _broker_option(_FAILOVER, ", else an embedded broker of its own on --port")
 ]
+#: web: with no broker given it starts one of its own and replays a match on it.
+WebBrokerOpt = Annotated[
+    str | None, _broker_option(_FAILOVER, ", else its own broker, replaying a match (--demo)")
+]
+#: control: a replay to control is on a broker someone names.
+ControlBrokerOpt = Annotated[str | None, _broker_option(_FAILOVER, "; one is needed")]
+#: ``load`` and ``load-consumer``: a load test never falls back to an embedded broker, and
+#: spreads its connections over a broker list.
+LoadBrokerOpt = Annotated[str | None, _broker_option("to spread the connections over", "")]
 CaFileOpt = Annotated[
     Path | None,
     typer.Option(
         "--ca-file",
-        help=f"PEM file of the CA that signed an mqtts:// broker's certificate "
-        f"(default ${ENV_CA_FILE}, else the system's CAs).",
+        metavar="FILE",
+        help=f"PEM file of the CA of an mqtts:// broker (default ${ENV_CA_FILE}, else the "
+        "system's CAs).",
         show_default=False,
+        **rare(BROKER_PANEL),
     ),
 ]
 CertFileOpt = Annotated[
     Path | None,
     typer.Option(
         "--cert-file",
+        metavar="FILE",
         help=f"PEM client certificate for an mqtts:// broker (default ${ENV_CERT_FILE}).",
         show_default=False,
+        **rare(BROKER_PANEL),
     ),
 ]
 KeyFileOpt = Annotated[
     Path | None,
     typer.Option(
         "--key-file",
+        metavar="FILE",
         help=f"PEM key of --cert-file (default ${ENV_KEY_FILE}).",
         show_default=False,
+        **rare(BROKER_PANEL),
     ),
 ]
 TlsInsecureOpt = Annotated[
     bool,
     typer.Option(
         "--tls-insecure",
-        help="Do not check the broker's certificate or name: anyone on the path can read and "
-        "change the stream. For test brokers only.",
+        help="Do not check the broker's certificate: for test brokers only.",
+        **rare(BROKER_PANEL),
     ),
 ]
 ProtocolOpt = Annotated[
     str,
     typer.Option(
         "--protocol",
-        help="MQTT protocol: auto (5, else 3.1.1 if the broker refuses or ignores 5), 5 or 3.1.1.",
+        metavar="auto|5|3.1.1",
+        help="MQTT version; auto: 5, else 3.1.1 if the broker refuses or ignores 5.",
+        **rare(BROKER_PANEL),
     ),
 ]
-RootOpt = Annotated[str, typer.Option("--root", help="Topic root.")]
+RootOpt = Annotated[
+    str, typer.Option("--root", metavar="TOPIC", help="Topic root.", **rare(BROKER_PANEL))
+]
+
+
+def _client_option(help_text: str, panel: dict[str, Any]) -> Any:
+    return typer.Option(
+        "--client",
+        parser=choice(ClientKind),
+        metavar="fast|aiomqtt",
+        help=help_text,
+        show_default=False,
+        **panel,
+    )
+
+
+#: consume, load and load-consumer, where the rate matters.
+ClientOpt = Annotated[
+    ClientKind,
+    _client_option(
+        "MQTT client: fast (the default here: several times aiomqtt's rate) or aiomqtt.",
+        {"rich_help_panel": BROKER_PANEL},
+    ),
+]
+#: watch and web: a view shows a few updates a second.
+ViewClientOpt = Annotated[
+    ClientKind,
+    _client_option(
+        "MQTT client: aiomqtt (the default here: a view's few updates a second need no "
+        "more) or fast.",
+        rare(BROKER_PANEL),
+    ),
+]
+
+
+def _qos_option(help_text: str, panel: dict[str, Any]) -> Any:
+    return typer.Option("--qos", parser=whole(0, 2), metavar="0|1|2", help=help_text, **panel)
+
+
+#: replay: consumers must see every event.
+ReplayQosOpt = Annotated[
+    int,
+    _qos_option(
+        "MQTT QoS of every message. 1: delivered at least once (consumers drop the "
+        "duplicates by seq).",
+        {"rich_help_panel": BROKER_PANEL},
+    ),
+]
+#: load: its publishes, and its probes' subscriptions.
+LoadQosOpt = Annotated[
+    int,
+    _qos_option(
+        "MQTT QoS of every message. 0, the broker's top rate (as mosquitto_pub's default); "
+        "1 as replay publishes.",
+        {"rich_help_panel": BROKER_PANEL},
+    ),
+]
+#: watch, consume and load-consumer: the QoS they subscribe with.
+SubscriptionQosOpt = Annotated[int, _qos_option("Subscription QoS.", rare(BROKER_PANEL))]
+
 LogFmtOpt = Annotated[
     str,
     typer.Option(
-        "--log-format", help="auto (console on a terminal, JSON otherwise), console or json."
+        "--log-format",
+        metavar="auto|console|json",
+        help="auto: console on a terminal, JSON otherwise.",
+        **rare(OUTPUT_PANEL),
     ),
 ]
 VerboseOpt = Annotated[
-    int, typer.Option("--verbose", "-v", count=True, help="More logs (-v info, -vv debug).")
+    int,
+    typer.Option(
+        "--verbose",
+        "-v",
+        count=True,
+        help="More logs (-v info, -vv debug).",
+        rich_help_panel=OUTPUT_PANEL,
+    ),
 ]
 
 
-def _qos_option(help_text: str) -> Any:
-    return typer.Option("--qos", min=0, max=2, help=help_text)
-
-
-#: replay and load: the QoS they publish (and load's probes subscribe) with.
-QosOpt = Annotated[int, _qos_option("MQTT QoS of every message.")]
-#: watch, consume and load-consumer: the QoS they subscribe with.
-SubscriptionQosOpt = Annotated[int, _qos_option("Subscription QoS.")]
+# ---------------------------------------------------------------- matches and replayers
 
 
 def _match_option(help_text: str) -> Any:
-    return typer.Option("--match", help=help_text)
+    return typer.Option("--match", metavar="ID", help=help_text)
 
 
 #: watch and consume: the matches to follow.
@@ -202,16 +411,36 @@ ClearMatchOpt = Annotated[
     str | None, _match_option("Only this match's state and consumer reports.")
 ]
 #: control: which of the replayer's matches a command is for.
-ControlMatchOpt = Annotated[str | None, _match_option("Only this match; all of the replayer's.")]
+ControlMatchOpt = Annotated[
+    str | None, _match_option("Only this match (default: every match of the replayer).")
+]
+
+
+def _replayer_option(help_text: str) -> Any:
+    return typer.Option("--replayer", metavar="ID", help=help_text, show_default=False)
+
+
+#: replay: the id it publishes its status and takes commands under.
+ReplayerIdOpt = Annotated[
+    str | None, _replayer_option("This replayer's id, for control and status (default random).")
+]
+#: control: the replayer a command goes to.
+ControlReplayerOpt = Annotated[
+    str | None,
+    _replayer_option(
+        "The replayer to control (replay --replayer); optional with one online. Its status "
+        "is read by its exact topic too (RabbitMQ 3.10 gives wildcards none)."
+    ),
+]
 #: consume, watch, web and clear: replayers whose status names their matches.
 ReplayersOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--replayer",
         metavar="ID",
-        help="A replayer whose retained status is read by its exact topic, and the matches "
-        "it lists with it (repeatable; `replay --replayer-id`): for brokers whose wildcard "
-        "subscriptions get no retained messages (RabbitMQ 3.10).",
+        help="Also read this replayer's status, and its matches, by exact topic "
+        "(repeatable): for brokers whose wildcards get no retained messages (RabbitMQ 3.10).",
+        **rare(BROKER_PANEL),
     ),
 ]
 
@@ -219,74 +448,104 @@ ExitAtFullTimeOpt = Annotated[
     bool,
     typer.Option(
         "--exit-at-full-time",
-        help="Exit at the full time of the match (--match) in a run that is live when it "
-        "joins or starts after; a finished state retained by an earlier run, or a replay "
-        "stopped before full time, does not end it.",
+        help="Exit when --match reaches full time in the run it follows (not on an "
+        "earlier run's retained result, nor a replay stopped early).",
     ),
 ]
 
 
-def _speed_option(help_text: str, *, show_default: bool = True) -> Any:
-    return typer.Option("--speed", help=help_text, show_default=show_default)
+# ---------------------------------------------------------------- timing
+
+
+def _speed_option(help_text: str, *, show_default: bool = True, panel: str | None = None) -> Any:
+    return typer.Option(
+        "--speed",
+        metavar="N|max",
+        # The range once, here: events.SPEED_RANGE is what parse_speed checks.
+        help=help_text.replace(", or max", ", 0.01 to 1,000,000, or max", 1),
+        show_default=show_default,
+        rich_help_panel=panel,
+    )
 
 
 #: replay: its default depends on what it plays, so the help says it.
 ReplaySpeedOpt = Annotated[
     str | None,
     _speed_option(
-        "Match seconds per wall second (1 real time, 60 a minute a second), from 0.01 to "
-        "1,000,000, or 'max'. Default 60; for a recording, times faster than recorded, "
-        "default 1.",
+        "Match seconds per wall second, or max. Default 60 (a minute a second); for a "
+        "recording, times as fast as recorded, default 1.",
         show_default=False,
     ),
 ]
+#: demo: :data:`DEMO_SPEED` by default, the semi-final's 98 minutes in about 90 seconds.
 DemoSpeedOpt = Annotated[
-    str, _speed_option("Match seconds per wall second, from 0.01 to 1,000,000, or 'max'.")
+    str,
+    _speed_option(
+        "Match seconds per wall second (1 real time), or max; the default plays the "
+        "semi-final in 90 s."
+    ),
 ]
 #: web: only its --demo replay has a speed.
 WebDemoSpeedOpt = Annotated[
-    str,
-    _speed_option("With --demo: match seconds per wall second, from 0.01 to 1,000,000, or 'max'."),
+    str, _speed_option("Match seconds per wall second, or max.", panel="Demo replay")
 ]
-LoadSpeedOpt = Annotated[
-    str, _speed_option("Match seconds per wall second per match, from 0.01 to 1,000,000, or max.")
-]
+LoadSpeedOpt = Annotated[str, _speed_option("Match seconds per wall second per match, or max.")]
 
 
-def _from_option(help_text: str) -> Any:
-    return typer.Option("--from", help=help_text)
+def _from_option(help_text: str, panel: str | None = None) -> Any:
+    return typer.Option("--from", metavar="MINUTE", help=help_text, rich_help_panel=panel)
 
 
 #: replay and demo: where the replay starts; checked by :func:`parse_from` and
 #: :func:`check_start`.
 FromOpt = Annotated[
-    str | None,
-    _from_option("Start at this minute (e.g. 60, 90+2), publishing the state at that point first."),
+    str | None, _from_option("Start at this minute (60, 90+2), with the state at that point.")
 ]
 #: web: only its --demo replay has a start.
-WebDemoFromOpt = Annotated[str | None, _from_option("With --demo: start at this minute, e.g. 60.")]
+WebDemoFromOpt = Annotated[
+    str | None, _from_option("Start at this minute, e.g. 60.", panel="Demo replay")
+]
+
+# ---------------------------------------------------------------- chaos
 
 # replay and load: seeded faults (:mod:`matchcast.cli.chaos` writes their files).
 ChaosOpt = Annotated[
     str | None,
     typer.Option(
         "--chaos",
-        help="Inject faults into each match's stream: a comma-separated SPEC of duplicate=P, "
-        "reorder=P[:WINDOW], drop=P, delay=P:MS, stale-state=P, restart=MINUTE, correction=P, "
-        "burst=MINUTE:SECONDS (docs/chaos.md).",
+        metavar="SPEC",
+        help="Inject faults, e.g. duplicate=0.1,drop=0.05,reorder=0.1:4 (docs/chaos.md).",
         show_default=False,
+        rich_help_panel=CHAOS_PANEL,
     ),
 ]
 SeedOpt = Annotated[
-    int, typer.Option("--seed", help="Seed of --chaos: the same seed, the same faults.")
+    int,
+    typer.Option(
+        "--seed",
+        parser=whole(),
+        metavar="N",
+        help="Seed of --chaos: the same seed, the same faults.",
+        **rare(CHAOS_PANEL),
+    ),
 ]
 ChaosLogOpt = Annotated[
     Path | None,
-    typer.Option("--chaos-log", help="Write every fault injected to this JSON Lines file."),
+    typer.Option(
+        "--chaos-log",
+        metavar="FILE",
+        help="Write every fault injected to this JSON Lines file.",
+        **rare(CHAOS_PANEL),
+    ),
 ]
 TruthOpt = Annotated[
     Path | None,
-    typer.Option("--truth", help="Write the true final state of each match to this JSON file."),
+    typer.Option(
+        "--truth",
+        metavar="FILE",
+        help="Write the true final state of each match to this JSON file.",
+        **rare(CHAOS_PANEL),
+    ),
 ]
 
 
@@ -364,7 +623,7 @@ def replayer_ids(values: list[str] | None, option: str = "--replayer") -> tuple[
 
 
 def replayer_id(value: str | None, option: str = "--replayer") -> str | None:
-    """One replayer id (``control --replayer``, ``replay --replayer-id``), checked as
+    """One replayer id (``control --replayer``, ``replay --replayer``), checked as
     :func:`replayer_ids` checks each."""
     return None if value is None else replayer_ids([value], option)[0]
 

@@ -17,22 +17,26 @@ from rich.markup import escape
 from events import DEFAULT_ROOT, MatchState
 from matchcast.app import run_replay, run_watch
 from matchcast.cli.chaos import parse_chaos, write_chaos_log, write_truth
-from matchcast.cli.common import fail, run, setup_logs
+from matchcast.cli.common import fail, run, setup_logs, stderr
 from matchcast.cli.matches import match_day
 from matchcast.cli.options import (
+    BROKER_PANEL,
     DEFAULT_EMBEDDED_PORT,
     DEMO_SPEED,
-    BrokerOpt,
+    PORT,
     CaFileOpt,
     CertFileOpt,
     ChaosLogOpt,
     ChaosOpt,
     DemoSpeedOpt,
     FromOpt,
+    HelpAllOpt,
     KeyFileOpt,
     LogFmtOpt,
     ProtocolOpt,
-    QosOpt,
+    ReplayBrokerOpt,
+    ReplayerIdOpt,
+    ReplayQosOpt,
     ReplaySpeedOpt,
     RootOpt,
     SeedOpt,
@@ -43,13 +47,14 @@ from matchcast.cli.options import (
     connection_options,
     load_matches,
     load_sources,
+    number,
     parse_from,
-    parse_number,
     parse_protocol,
     parse_speed,
     parse_topics,
+    rare,
+    replayer_id,
 )
-from matchcast.cli.options import replayer_id as replayer_id_checked
 from matchcast.transport.broker import DEFAULT_HOST, EmbeddedBroker, embedded_broker
 from matchcast.transport.connection import BrokerURL
 from simulator import (
@@ -85,10 +90,12 @@ def demo(
     ] = None,
     speed: DemoSpeedOpt = str(int(DEMO_SPEED)),
     start: FromOpt = None,
-    log_format: LogFmtOpt = "auto",
     verbose: VerboseOpt = 0,
+    log_format: LogFmtOpt = "auto",
+    help_all: HelpAllOpt = False,
 ) -> None:
-    """Embedded broker + replay of a match (the semi-final) + live scoreboard, in one process."""
+    """``matchcast demo``: an embedded broker, a replay of one match onto it and the live
+    scoreboard watching it, in one process."""
     setup_logs(log_format, verbose, quiet_default=True)
     options = ReplayOptions(speed=parse_speed(speed), start=parse_from(start))
     found = load_matches(match_spec)
@@ -131,83 +138,107 @@ async def _demo(match: Match, options: ReplayOptions, console: Console) -> Match
         return watch.result()[match.match_id]
 
 
+_WHAT = "What to replay"
+_TIMING = "Timing"
+
+
 def replay(
     match: Annotated[
         list[str] | None,
         typer.Argument(
-            help=_MATCH_HELP.replace("; default", "; several are played at once; default")
+            metavar="MATCH",
+            help=_MATCH_HELP.replace("; default", "; several play at once; default"),
+            show_default=False,
         ),
     ] = None,
-    broker: BrokerOpt = None,
-    ca_file: CaFileOpt = None,
-    cert_file: CertFileOpt = None,
-    key_file: KeyFileOpt = None,
-    tls_insecure: TlsInsecureOpt = False,
-    speed: ReplaySpeedOpt = None,
-    start: FromOpt = None,
-    break_seconds: Annotated[
-        str,
-        typer.Option(
-            "--break-seconds",
-            metavar="SECONDS",
-            help=f"Wall seconds each break lasts, from 0 to {MAX_BREAK_SECONDS:,.0f}.",
-        ),
-    ] = "2",
-    full_breaks: Annotated[
-        bool,
-        typer.Option("--full-breaks", help="Breaks last their real length divided by --speed."),
-    ] = False,
-    qos: QosOpt = 1,
-    root: RootOpt = DEFAULT_ROOT,
-    replayer_id: Annotated[
-        str | None, typer.Option("--replayer-id", help="Names the status topic; random by default.")
-    ] = None,
-    protocol: ProtocolOpt = "auto",
-    port: Annotated[
-        int, typer.Option(help="Port of the embedded broker when no --broker is given.")
-    ] = DEFAULT_EMBEDDED_PORT,
     day: Annotated[
         str | None,
         typer.Option(
             "--day",
-            help="Only the matches kicking off on this date (YYYY-MM-DD), concurrently, each "
-            "starting on its real kickoff time (the gap divided by --speed).",
+            metavar="YYYY-MM-DD",
+            help="Only the matches kicking off that day, each at its kickoff time (the gaps "
+            "divided by --speed).",
+            rich_help_panel=_WHAT,
         ),
     ] = None,
-    chaos: ChaosOpt = None,
-    seed: SeedOpt = 0,
-    chaos_log: ChaosLogOpt = None,
-    truth: TruthOpt = None,
-    resend_window: Annotated[
-        str,
-        typer.Option(
-            "--resend-window",
-            metavar="SECONDS",
-            help="After a reconnect, re-send the events of the last SECONDS: a broker killed "
-            "loses what it took since its last save (mosquitto's autosave_interval, 1800 s by "
-            "default). Consumers drop what they already had. 0: only what was not acknowledged; "
-            f"at most {MAX_RESEND_WINDOW_S:,.0f}.",
-        ),
-    ] = f"{RESEND_WINDOW_S:g}",
     one_after_another: Annotated[
         bool,
         typer.Option(
             "--one-after-another",
-            help="Play the matches in sequence, not at once; `matchcast control` controls "
-            "the queue as a whole (stop ends it).",
+            help="Play the matches in sequence, not at once (control stop ends the queue).",
+            rich_help_panel=_WHAT,
         ),
     ] = False,
-    log_format: LogFmtOpt = "auto",
+    replayer: ReplayerIdOpt = None,
+    replayer_id: Annotated[
+        str | None, typer.Option("--replayer-id", hidden=True, help="Old name of --replayer.")
+    ] = None,
+    speed: ReplaySpeedOpt = None,
+    start: FromOpt = None,
+    break_seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--break-seconds",
+            parser=number(0, MAX_BREAK_SECONDS),
+            metavar="SECONDS",
+            help="Wall seconds each break lasts.",
+            **rare(_TIMING),
+        ),
+    ] = 2.0,
+    full_breaks: Annotated[
+        bool,
+        typer.Option(
+            "--full-breaks",
+            help="Breaks last their real length divided by --speed.",
+            **rare(_TIMING),
+        ),
+    ] = False,
+    broker: ReplayBrokerOpt = None,
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port",
+            parser=PORT,
+            metavar="PORT",
+            help="Port of the embedded broker started when no --broker is given.",
+            rich_help_panel=BROKER_PANEL,
+        ),
+    ] = DEFAULT_EMBEDDED_PORT,
+    qos: ReplayQosOpt = 1,
+    ca_file: CaFileOpt = None,
+    cert_file: CertFileOpt = None,
+    key_file: KeyFileOpt = None,
+    tls_insecure: TlsInsecureOpt = False,
+    protocol: ProtocolOpt = "auto",
+    root: RootOpt = DEFAULT_ROOT,
+    resend_window: Annotated[
+        float,
+        typer.Option(
+            "--resend-window",
+            parser=number(0, MAX_RESEND_WINDOW_S),
+            metavar="SECONDS",
+            help="After a reconnect, re-send the events of the last SECONDS (what a killed "
+            "broker lost since its last save; consumers drop what they had). 0: only what "
+            "was not acknowledged.",
+            **rare(BROKER_PANEL),
+        ),
+    ] = RESEND_WINDOW_S,
+    chaos: ChaosOpt = None,
+    seed: SeedOpt = 0,
+    chaos_log: ChaosLogOpt = None,
+    truth: TruthOpt = None,
     verbose: VerboseOpt = 0,
+    log_format: LogFmtOpt = "auto",
+    help_all: HelpAllOpt = False,
 ) -> None:
-    """Replay a match onto a broker on a timed schedule."""
+    """``matchcast replay``: replay matches onto a broker on a timed schedule."""
     setup_logs(log_format, verbose, quiet_default=False)
     try:
         chaos_spec = parse_chaos(chaos)
     except ChaosSpecError as err:
         fail(str(err), 2)
     checked_protocol = parse_protocol(protocol)
-    replayer_id = replayer_id_checked(replayer_id, "--replayer-id")
+    replayer = _replayer(replayer, replayer_id)
     url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
     specs: list[str | None] = list(match) if match else [None]
     matches = [m for spec in specs for m in load_sources(spec)]
@@ -215,16 +246,12 @@ def replay(
     options = ReplayOptions(
         speed=parse_speed(speed or ("1" if recording else "60")),
         start=parse_from(start),
-        break_seconds=(
-            None
-            if full_breaks
-            else parse_number(break_seconds, "--break-seconds", 0, MAX_BREAK_SECONDS)
-        ),
+        break_seconds=None if full_breaks else break_seconds,
         qos=qos,
         topics=parse_topics(root),
         chaos=chaos_spec,
         seed=seed,
-        resend_window=parse_number(resend_window, "--resend-window", 0, MAX_RESEND_WINDOW_S),
+        resend_window=resend_window,
     )
     check_start(matches, options.start, start or "")
     delays = recorded_delays(matches, options)
@@ -242,7 +269,7 @@ def replay(
                 matches,
                 u,
                 options,
-                replayer_id=replayer_id,
+                replayer_id=replayer,
                 protocol=checked_protocol,
                 delays=delays,
                 one_after_another=one_after_another,
@@ -263,6 +290,20 @@ def replay(
     if truth is not None:
         states = {r.match_id: r.truth or r.final_state for r in reports}
         write_truth(truth, {m: s for m, s in states.items() if s is not None}, chaos_spec, seed)
+
+
+def _replayer(replayer: str | None, old_name: str | None) -> str | None:
+    """``--replayer``, or its old name ``--replayer-id`` (kept for one release), checked."""
+    if old_name is None:
+        return replayer_id(replayer)
+    if replayer is not None and replayer != old_name:
+        fail("--replayer and --replayer-id name the same thing: give one", 2)
+    checked = replayer_id(old_name, "--replayer-id")
+    stderr.print(
+        "warning: --replayer-id is now --replayer; the old name goes in the next release",
+        markup=False,
+    )
+    return checked
 
 
 def recorded_delays(sources: list[Match | Recording], options: ReplayOptions) -> list[float] | None:

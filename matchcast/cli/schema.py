@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from events import EventAdapter, MatchState
+from matchcast.cli.options import HelpAllOpt, choice
 from simulator import Match
 
 __all__ = ["asyncapi", "register", "schema"]
@@ -26,8 +27,10 @@ def schema(
     match_file: Annotated[
         bool, typer.Option("--match-file", help="The match file format instead of the events.")
     ] = False,
+    help_all: HelpAllOpt = False,
 ) -> None:
-    """Print the JSON Schema of the events on the wire (or of the state, or of match files)."""
+    """``matchcast schema``: the JSON Schema of the events on the wire (or of the state, or of
+    match files)."""
     if match_file:
         doc = Match.model_json_schema()
     else:
@@ -36,9 +39,16 @@ def schema(
 
 
 def asyncapi(
-    fmt: Annotated[_Format, typer.Option("--format", "-f", help="Output format.")] = _Format.yaml,
+    fmt: Annotated[
+        _Format,
+        typer.Option(
+            "--format", "-f", parser=choice(_Format), metavar="yaml|json", help="Output format."
+        ),
+    ] = _Format.yaml,
+    help_all: HelpAllOpt = False,
 ) -> None:
-    """Print the AsyncAPI 3.0 document of the topics, messages and payload schemas."""
+    """``matchcast asyncapi``: the AsyncAPI 3.0 document of the topics, messages and payload
+    schemas."""
     from matchcast.contract.asyncapi import asyncapi_document, dump  # noqa: PLC0415
 
     typer.echo(dump(asyncapi_document(), fmt.value), nl=False)

@@ -25,8 +25,8 @@ from matchcast.cli.options import (
     BrokerOpt,
     CaFileOpt,
     CertFileOpt,
-    ClientOpt,
     ExitAtFullTimeOpt,
+    HelpAllOpt,
     KeyFileOpt,
     LogFmtOpt,
     MatchFilterOpt,
@@ -36,6 +36,7 @@ from matchcast.cli.options import (
     SubscriptionQosOpt,
     TlsInsecureOpt,
     VerboseOpt,
+    ViewClientOpt,
     connection_options,
     match_filter,
     parse_protocol,
@@ -50,22 +51,23 @@ __all__ = ["register", "watch"]
 
 
 def watch(
+    match: MatchFilterOpt = "+",
+    exit_at_full_time: ExitAtFullTimeOpt = False,
     broker: BrokerOpt = None,
     ca_file: CaFileOpt = None,
     cert_file: CertFileOpt = None,
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
-    match: MatchFilterOpt = "+",
-    replayer: ReplayersOpt = None,
-    root: RootOpt = DEFAULT_ROOT,
-    qos: SubscriptionQosOpt = 1,
-    exit_at_full_time: ExitAtFullTimeOpt = False,
     protocol: ProtocolOpt = "auto",
-    client: ClientOpt = ClientKind.aiomqtt,
-    log_format: LogFmtOpt = "auto",
+    client: ViewClientOpt = ClientKind.aiomqtt,
+    qos: SubscriptionQosOpt = 1,
+    root: RootOpt = DEFAULT_ROOT,
+    replayer: ReplayersOpt = None,
     verbose: VerboseOpt = 0,
+    log_format: LogFmtOpt = "auto",
+    help_all: HelpAllOpt = False,
 ) -> None:
-    """Live terminal scoreboard and ticker (broker default: the embedded one on 127.0.0.1:1883)."""
+    """``matchcast watch``: the live terminal scoreboard and ticker."""
     setup_logs(log_format, verbose, quiet_default=sys.stdout.isatty())
     checked_protocol = parse_protocol(protocol)
     url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure) or (

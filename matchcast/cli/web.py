@@ -24,10 +24,10 @@ from matchcast.cli.common import (
 )
 from matchcast.cli.options import (
     DEMO_SPEED,
-    BrokerOpt,
+    PORT,
     CaFileOpt,
     CertFileOpt,
-    ClientOpt,
+    HelpAllOpt,
     KeyFileOpt,
     LogFmtOpt,
     ProtocolOpt,
@@ -35,6 +35,8 @@ from matchcast.cli.options import (
     RootOpt,
     TlsInsecureOpt,
     VerboseOpt,
+    ViewClientOpt,
+    WebBrokerOpt,
     WebDemoFromOpt,
     WebDemoSpeedOpt,
     check_start,
@@ -44,7 +46,9 @@ from matchcast.cli.options import (
     parse_protocol,
     parse_speed,
     parse_topics,
+    rare,
     replayer_ids,
+    whole,
 )
 from matchcast.transport.clients import ClientKind
 
@@ -55,61 +59,94 @@ if TYPE_CHECKING:
 __all__ = ["register"]
 
 
+_PAGE = "Page"
+_DEMO = "Demo replay"
+
+
 def web(
-    broker: BrokerOpt = None,
-    ca_file: CaFileOpt = None,
-    cert_file: CertFileOpt = None,
-    key_file: KeyFileOpt = None,
-    tls_insecure: TlsInsecureOpt = False,
     host: Annotated[
-        str, typer.Option(help="Address to bind; 127.0.0.1 keeps the page on this machine.")
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP port of the page.")] = 8000,
-    demo: Annotated[
-        bool,
+        str,
         typer.Option(
-            "--demo",
-            help="Also replay a match (the semi-final by default) onto the broker; "
-            "implied when no broker is given.",
+            "--host",
+            metavar="ADDRESS",
+            help="Address to bind; 127.0.0.1 keeps the page on this machine.",
+            rich_help_panel=_PAGE,
         ),
-    ] = False,
-    match: Annotated[
-        str | None,
-        typer.Option("--match", help="With --demo: the match file or bundled name to replay."),
-    ] = None,
-    speed: WebDemoSpeedOpt = str(int(DEMO_SPEED)),
-    start: WebDemoFromOpt = None,
-    root: RootOpt = DEFAULT_ROOT,
-    replayer: ReplayersOpt = None,
+    ] = "127.0.0.1",
+    port: Annotated[
+        int,
+        typer.Option(
+            "--port",
+            parser=PORT,
+            metavar="PORT",
+            help="HTTP port of the page.",
+            rich_help_panel=_PAGE,
+        ),
+    ] = 8000,
     control: Annotated[
         bool,
         typer.Option(
             "--control",
-            help="Show play/pause, a timeline to seek on and a speed choice, and forward them "
-            "to the replayer; log in as an operator ($MATCHCAST_USERNAME). Read-only without.",
+            help="Let an operator ($MATCHCAST_USERNAME) play, pause, seek and change the "
+            "speed from the page; read-only without.",
+            rich_help_panel=_PAGE,
         ),
     ] = False,
     queue_size: Annotated[
         int,
         typer.Option(
-            "--queue-size", min=1, help="Updates a browser may have waiting before it is dropped."
+            "--queue-size",
+            parser=whole(1),
+            metavar="N",
+            help="Updates a browser may have waiting before it is dropped.",
+            **rare(_PAGE),
         ),
     ] = 256,
     max_streams: Annotated[
         int | None,
         typer.Option(
             "--max-streams",
-            min=1,
+            parser=whole(1),
+            metavar="N",
             help="Live streams (browser tabs) served at once; past it a new one gets 503. "
             "Default 1000, or half the open-file limit if that is lower.",
+            **rare(_PAGE),
         ),
     ] = None,
+    demo: Annotated[
+        bool,
+        typer.Option(
+            "--demo",
+            help="Also replay a match onto the broker; implied when no broker is given.",
+            rich_help_panel=_DEMO,
+        ),
+    ] = False,
+    match: Annotated[
+        str | None,
+        typer.Option(
+            "--match",
+            metavar="MATCH",
+            help="The match --demo replays (a file, a bundled name; default semifinal).",
+            rich_help_panel=_DEMO,
+        ),
+    ] = None,
+    speed: WebDemoSpeedOpt = str(int(DEMO_SPEED)),
+    start: WebDemoFromOpt = None,
+    broker: WebBrokerOpt = None,
+    ca_file: CaFileOpt = None,
+    cert_file: CertFileOpt = None,
+    key_file: KeyFileOpt = None,
+    tls_insecure: TlsInsecureOpt = False,
     protocol: ProtocolOpt = "auto",
-    client: ClientOpt = ClientKind.aiomqtt,
-    log_format: LogFmtOpt = "auto",
+    client: ViewClientOpt = ClientKind.aiomqtt,
+    root: RootOpt = DEFAULT_ROOT,
+    replayer: ReplayersOpt = None,
     verbose: VerboseOpt = 0,
+    log_format: LogFmtOpt = "auto",
+    help_all: HelpAllOpt = False,
 ) -> None:
-    """Serve a live match page (scoreboard, goals, ticker, possession) pushed over SSE."""
+    """``matchcast web``: serve the live match page (scoreboard, goals, ticker, possession),
+    pushed to browsers over SSE."""
     setup_logs(log_format, verbose, quiet_default=True)
     from matchcast.transport.connection import BrokerURL  # noqa: PLC0415
     from simulator import ReplayOptions  # noqa: PLC0415

@@ -95,7 +95,7 @@ def _parameters() -> dict[str, dict[str, Any]]:
             "examples": [example_command().request_id],
         },
         "replayer_id": {
-            "description": "The replayer's id, `--replayer-id` (default `replayer-` and 8 hex "
+            "description": "The replayer's id, `replay --replayer` (default `replayer-` and 8 hex "
             "digits). Its MQTT client id is `matchcast-{replayer_id}`.",
             "examples": [example_status().replayer_id],
         },

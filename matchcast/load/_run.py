@@ -238,10 +238,12 @@ class LoadRun:
             if kind == "pub":
                 self.publisher_nodes.append(node_key(client.url))
             out.append(client)
-        if n and not out:  # one error, naming the broker once, and no warnings before it
+        if n and not out:
+            # One error, the line every command says of a broker it cannot reach (the broker
+            # named once, no warnings before it).
             last = failed[-1][1] if failed else None
             if isinstance(last, BrokerError):
-                raise BrokerError(last.url, f"no {kind} connection succeeded: {last.reason}")
+                raise last
             raise BrokerError("?", f"no {kind} connection succeeded: {last}")
         for client_id, error in failed:
             _log.warning("connection.failed", kind=kind, client_id=client_id, error=str(error))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-from events import topic_spec
+from events import BrokerError, topic_spec
 from matchcast import redact
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "TLSOptions",
     "WillSpec",
     "broker_url_from",
+    "cannot_connect",
     "connect_hint",
     "describe",
     "parse_brokers",
@@ -177,6 +178,22 @@ def connect_hint(err: Exception, *, tls: bool = False) -> str:
     if tls and any(s in text for s in tls_mismatch):
         return " (is this port TLS? mqtts:// needs a TLS listener, mqtt:// a plain one)"
     return ""
+
+
+def cannot_connect(url: BrokerURL, why: BaseException | str, hint: str = "") -> BrokerError:
+    """The error of a connect that got no MQTT session, worded alike by both clients and so by
+    every command: ``broker URL: cannot connect: [Errno 111] Connection refused``.
+
+    asyncio words a refused TCP connect "Connect call failed ('127.0.0.1', 1883)" where paho
+    (and the system) say "Connection refused": an ``OSError`` is said in the system's words.
+    """
+    if isinstance(why, str):
+        reason = why
+    elif isinstance(why, OSError) and not isinstance(why, ssl.SSLError) and why.errno:
+        reason = f"[Errno {why.errno}] {os.strerror(why.errno)}"
+    else:
+        reason = str(why) or "timed out"
+    return BrokerError(str(url), f"cannot connect: {reason}{hint}")
 
 
 def _ssl_reason(err: OSError | ssl.SSLError) -> str:

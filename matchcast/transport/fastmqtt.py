@@ -60,6 +60,7 @@ from matchcast.transport.connection import (
     BrokerURL,
     Protocol,
     WillSpec,
+    cannot_connect,
     connect_hint,
 )
 from matchcast.transport.failover import (
@@ -389,10 +390,7 @@ class FastClient:
                 )
         except (OSError, TimeoutError) as err:
             self._drop()
-            reason = str(err) or "timed out"
-            raise BrokerError(
-                str(url), f"cannot connect: {reason}{connect_hint(err, tls=url.tls)}"
-            ) from err
+            raise cannot_connect(url, err, connect_hint(err, tls=url.tls)) from err
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         transport.set_write_buffer_limits(high=4 * 1024 * 1024)

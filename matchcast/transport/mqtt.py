@@ -41,6 +41,7 @@ from matchcast.transport.connection import (
     BrokerURL,
     Protocol,
     WillSpec,
+    cannot_connect,
     connect_hint,
     describe,
 )
@@ -406,7 +407,7 @@ class MqttClient:
                     _log.info("broker.v5_unanswered", broker=str(url), fallback="3.1.1")
                     continue
                 reason = _connect_failure(err, version, self._protocol, self._attempt_timeout, url)
-                raise BrokerError(str(url), f"cannot connect: {v5_failure}{reason}") from err
+                raise cannot_connect(url, f"{v5_failure}{reason}") from err
             if version == "5":
                 _V5_SUPPORT[key] = True
             elif v5_failure:

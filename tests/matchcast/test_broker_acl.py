@@ -180,7 +180,7 @@ def _start_replayer(broker: Mosquitto, replayer_id: str) -> subprocess.Popen[str
         [
             *(sys.executable, "-m", "matchcast", "replay"),
             *("--broker", f"mqtt://127.0.0.1:{broker.port}", "--speed", "1"),
-            *("--replayer-id", replayer_id, "--log-format", "json"),
+            *("--replayer", replayer_id, "--log-format", "json"),
         ],
         env=env,
         stdout=subprocess.PIPE,

@@ -114,7 +114,7 @@ def test_the_other_numbers_of_a_replay_are_finite_and_in_range(option: str, valu
     """``replay --break-seconds nan`` ended the replay with the same NaN deadline."""
     result = run_cli("replay", option, value, "--broker", "mqtt://127.0.0.1:1")
     assert result.code == 2
-    assert f"{option} must be a number from 0 to" in result.stderr
+    assert f"Invalid value for '{option}': must be a number from 0 to" in result.stderr
     field = "break_seconds" if option == "--break-seconds" else "resend_window"
     number = float(value) if value.isascii() else 2.0 * 10**9
     with pytest.raises(ValueError, match="must be a number from 0 to"):

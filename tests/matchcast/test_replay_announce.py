@@ -209,7 +209,7 @@ async def test_a_status_not_taken_is_published_again_until_taken(
 async def test_a_replayer_id_a_node_will_not_serve_goes_on_under_one_of_its_own(
     mosquitto_url: BrokerURL,
 ) -> None:
-    """``replay --replayer-id X`` again on RabbitMQ after the node of X's last connection died:
+    """``replay --replayer X`` again on RabbitMQ after the node of X's last connection died:
     every other node closes the connection at the control subscription under that client id.
     The replay ended with the error; it goes on under a client id of its own."""
     topics = Topics(root="t-announce-id")

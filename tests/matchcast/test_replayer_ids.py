@@ -21,6 +21,7 @@ def test_no_command_takes_a_replayer_id_that_is_not_one_topic_level(rid: str) ->
         ["consume", "scoreboard", "--broker", broker, "--replayer", rid],
         ["clear", "--broker", broker, "--replayer", rid, "--yes"],
         ["control", "status", "--broker", broker, "--replayer", rid],
+        ["replay", "--broker", broker, "--replayer", rid],
         ["replay", "--broker", broker, "--replayer-id", rid],
     ):
         result = run_cli(*args)
@@ -44,5 +45,4 @@ def test_control_says_a_bad_match_in_one_line() -> None:
     )
     assert result.code == 2, result.stderr
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith("error: status: --match: String should match pattern"), line
-    assert "pydantic" not in line
+    assert line.startswith("error: --match 'a/#': match ids are lower case letters"), line
