@@ -1,9 +1,11 @@
 """The wire's release cycle on a copy of the snapshots: a change before a release updates one
-snapshot in place, a release freezes it (``wire_docs --freeze``), a released version never moves."""
+snapshot in place, a release freezes a copy (``wire_docs --freeze``), a released version never
+moves."""
 
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 import shutil
@@ -15,9 +17,9 @@ import pytest
 from events import SCHEMA_VERSION
 from matchcast.contract.wire_docs import bump_message, snapshot_problems
 from matchcast.contract.wire_schema import (
+    CURRENT_SNAPSHOT,
     FIXTURE_DIR,
     FROZEN_SUMS,
-    NEXT_SNAPSHOT,
     SNAPSHOT_DIR,
     fixture_files,
     freeze,
@@ -47,15 +49,17 @@ def root(tmp_path: Path) -> Path:
 
 
 class Sync:
-    """Stands in for the command's writer: writes under ``root`` and records what it wrote."""
+    """Stands in for the command's writer: writes under ``root`` what differs, and records it."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.written: list[Path] = []
 
     def __call__(self, path: Path, text: str) -> None:
-        (self.root / path).write_text(text)
-        self.written.append(path)
+        target = self.root / path
+        if not target.is_file() or target.read_text() != text:
+            target.write_text(text)
+            self.written.append(path)
 
 
 def _files(root: Path) -> dict[Path, bytes]:
@@ -87,23 +91,36 @@ def test_the_released_version_unchanged_writes_nothing(root: Path) -> None:
 def test_a_change_to_the_released_version_asks_for_a_bump(root: Path) -> None:
     before = _files(root)
     sync = Sync(root)
-    assert snapshot_problems(root, _pretend(SCHEMA_VERSION, "assist"), sync) == [
+    assert snapshot_problems(root, _pretend(SCHEMA_VERSION, "x_pretend_a"), sync) == [
         bump_message(SCHEMA_VERSION)
     ]
     assert (sync.written, _files(root)) == ([], before)
 
 
 def test_changes_before_a_release_update_one_snapshot_in_place(root: Path) -> None:
-    """The next minor: one new file, wire-schema-next.json, and a second change rewrites it."""
+    """The next minor, then a second change in it: the current snapshot is rewritten in place,
+    its diff is the change (and the version), and no other file is written."""
     before = _files(root)
     sync = Sync(root)
-    assert snapshot_problems(root, _pretend(MINOR, "assist"), sync) == []
-    assert snapshot_problems(root, _pretend(MINOR, "assist", "body_part"), sync) == []
+    assert snapshot_problems(root, _pretend(MINOR, "x_pretend_a"), sync) == []
+    assert snapshot_problems(root, _pretend(MINOR, "x_pretend_a", "x_pretend_b"), sync) == []
     after = _files(root)
-    assert sync.written == [NEXT_SNAPSHOT, NEXT_SNAPSHOT]
-    assert set(after) - set(before) == {NEXT_SNAPSHOT}
-    assert {p for p in before if before[p] != after[p]} == set()
-    assert json.loads(after[NEXT_SNAPSHOT]) == _pretend(MINOR, "assist", "body_part")
+    assert sync.written == [CURRENT_SNAPSHOT, CURRENT_SNAPSHOT]
+    assert set(after) == set(before)
+    assert {p for p in before if before[p] != after[p]} == {CURRENT_SNAPSHOT}
+    assert json.loads(after[CURRENT_SNAPSHOT]) == _pretend(MINOR, "x_pretend_a", "x_pretend_b")
+    diff = list(
+        difflib.unified_diff(
+            before[CURRENT_SNAPSHOT].decode().splitlines(),
+            after[CURRENT_SNAPSHOT].decode().splitlines(),
+            n=0,
+        )
+    )
+    removed = [line for line in diff if line.startswith("-") and not line.startswith("---")]
+    added = [line for line in diff if line.startswith("+") and not line.startswith("+++")]
+    assert removed, "the version did not change"
+    assert all(SCHEMA_VERSION in line for line in removed), removed  # only the version's lines
+    assert len(added) - len(removed) < 40, "more than the two new fields were added"
 
 
 def test_a_minor_that_is_not_additive_is_refused(root: Path) -> None:
@@ -121,19 +138,20 @@ def test_a_version_past_the_next_is_refused(root: Path) -> None:
     """Every change between two releases goes into one version."""
     skipped = next_versions(MINOR)[0]
     sync = Sync(root)
-    [problem] = snapshot_problems(root, _pretend(skipped, "assist"), sync)
+    [problem] = snapshot_problems(root, _pretend(skipped, "x_pretend_a"), sync)
     assert f"SCHEMA_VERSION is {skipped}, but the last release is {SCHEMA_VERSION}" in problem
     assert sync.written == []
 
 
 def test_a_release_freezes_the_next_snapshot_and_writes_its_fixtures(root: Path) -> None:
-    schema = _pretend(MINOR, "assist")
+    schema = _pretend(MINOR, "x_pretend_a")
     snapshot_problems(root, schema, Sync(root))
     files = fixture_files()
     changed = freeze(root, schema, files)
-    assert not (root / NEXT_SNAPSHOT).exists()
     assert released_versions(root)[-1] == MINOR
-    assert json.loads((root / snapshot_path(MINOR)).read_text()) == schema
+    frozen = (root / snapshot_path(MINOR)).read_bytes()
+    assert frozen == (root / CURRENT_SNAPSHOT).read_bytes()
+    assert json.loads(frozen) == schema
     written = {name: (root / FIXTURE_DIR / MINOR / name).read_text() for name in files}
     assert written == files
     assert set(payloads(root, MINOR)) == {Path(name).stem for name in files}
@@ -144,7 +162,7 @@ def test_a_release_freezes_the_next_snapshot_and_writes_its_fixtures(root: Path)
     # Released: the snapshot is frozen, and a further change needs the next version again.
     sync = Sync(root)
     assert snapshot_problems(root, schema, sync) == []
-    assert snapshot_problems(root, _pretend(MINOR, "assist", "body_part"), sync) == [
+    assert snapshot_problems(root, _pretend(MINOR, "x_pretend_a", "x_pretend_b"), sync) == [
         bump_message(MINOR)
     ]
     assert sync.written == []
@@ -153,15 +171,17 @@ def test_a_release_freezes_the_next_snapshot_and_writes_its_fixtures(root: Path)
 
 
 def test_a_release_refuses_a_stale_next_snapshot(root: Path) -> None:
-    snapshot_problems(root, _pretend(MINOR, "assist"), Sync(root))
+    snapshot_problems(root, _pretend(MINOR, "x_pretend_a"), Sync(root))
     before = _files(root)
     with pytest.raises(ValueError, match="missing or stale"):
-        freeze(root, _pretend(MINOR, "assist", "body_part"), fixture_files())
+        freeze(root, _pretend(MINOR, "x_pretend_a", "x_pretend_b"), fixture_files())
     assert _files(root) == before
     assert FROZEN_SUMS in before
 
 
-def test_a_left_over_next_snapshot_of_a_released_version_is_reported(root: Path) -> None:
-    (root / NEXT_SNAPSHOT).write_text(render_snapshot(SCHEMA))
-    [problem] = snapshot_problems(root, SCHEMA, Sync(root))
-    assert "left over" in problem
+def test_a_missing_current_snapshot_is_written(root: Path) -> None:
+    (root / CURRENT_SNAPSHOT).unlink()
+    sync = Sync(root)
+    assert snapshot_problems(root, SCHEMA, sync) == []
+    assert sync.written == [CURRENT_SNAPSHOT]
+    assert (root / CURRENT_SNAPSHOT).read_text() == render_snapshot(SCHEMA)

@@ -26,9 +26,9 @@ from matchcast.contract.wire_compat import additive_problems
 from matchcast.contract.wire_docs import REGENERATE, bump_message, not_additive_message
 from matchcast.contract.wire_examples import EVENT_TYPES
 from matchcast.contract.wire_schema import (
+    CURRENT_SNAPSHOT,
     FIXTURE_DIR,
     FROZEN_SUMS,
-    NEXT_SNAPSHOT,
     frozen_files,
     next_versions,
     parse_version,
@@ -43,7 +43,7 @@ from matchcast.contract.wire_schema import (
 REPO = Path(__file__).resolve().parents[1]
 MAJOR, MINOR = parse_version(SCHEMA_VERSION)
 RELEASED = released_versions(REPO)
-#: Whether SCHEMA_VERSION is under development: not released, its snapshot wire-schema-next.json.
+#: Whether SCHEMA_VERSION is under development: above the last release, with no frozen files.
 IN_WORK = SCHEMA_VERSION not in RELEASED
 #: This build's payloads: frozen if SCHEMA_VERSION is released, derived from the examples if not.
 CURRENT = payloads(REPO)
@@ -98,27 +98,26 @@ def _differences(old: Any, new: Any, path: str = "") -> list[str]:
 # ---------------------------------------------------------------- the snapshots
 
 
-def test_schema_matches_the_snapshot_of_the_current_version() -> None:
-    """The models' wire schema is the one committed for SCHEMA_VERSION: frozen once released,
-    wire-schema-next.json before."""
-    path = REPO / (NEXT_SNAPSHOT if IN_WORK else snapshot_path())
-    assert path.is_file(), (
-        f"no schema snapshot for SCHEMA_VERSION {SCHEMA_VERSION} (not released): run "
-        f"`{REGENERATE}` to write {NEXT_SNAPSHOT}, and commit it"
-    )
-    committed = json.loads(path.read_text())
+def _failure(committed: Any, current: Any, name: str, advice: str) -> None:
+    diff = _differences(committed, current)
+    shown = "\n  ".join(diff[:20]) + ("\n  ..." if len(diff) > 20 else "")
+    pytest.fail(f"The wire schema differs from {name}:\n  {shown}\n{advice}", pytrace=False)
+
+
+def test_schema_matches_its_snapshots() -> None:
+    """The models' wire schema is the current snapshot and, once SCHEMA_VERSION is released,
+    its frozen one: the schema of a released version never changes."""
     current = wire_schema()
+    if not IN_WORK:
+        frozen = json.loads((REPO / snapshot_path()).read_text())
+        if frozen != current:
+            _failure(frozen, current, str(snapshot_path()), bump_message(SCHEMA_VERSION))
+    path = REPO / CURRENT_SNAPSHOT
+    assert path.is_file(), f"run `{REGENERATE}` to write {CURRENT_SNAPSHOT}, and commit it"
+    committed = json.loads(path.read_text())
     if committed != current:
-        diff = _differences(committed, current)
-        shown = "\n  ".join(diff[:20]) + ("\n  ..." if len(diff) > 20 else "")
-        advice = (
-            f"run `{REGENERATE}` to update {NEXT_SNAPSHOT} in place, and commit it"
-            if IN_WORK
-            else bump_message(SCHEMA_VERSION)
-        )
-        pytest.fail(
-            f"The wire schema differs from {path.name}:\n  {shown}\n{advice}", pytrace=False
-        )
+        advice = f"run `{REGENERATE}` to update {CURRENT_SNAPSHOT} in place, and commit it"
+        _failure(committed, current, str(CURRENT_SNAPSHOT), advice)
 
 
 def test_schema_version_is_the_last_release_or_the_one_after_it() -> None:
@@ -129,18 +128,6 @@ def test_schema_version_is_the_last_release_or_the_one_after_it() -> None:
     assert SCHEMA_VERSION in allowed, (
         f"SCHEMA_VERSION is {SCHEMA_VERSION}, the last release {last}: it may be one of {allowed}"
     )
-
-
-def test_only_a_version_in_work_has_a_next_snapshot() -> None:
-    """wire-schema-next.json exists exactly while SCHEMA_VERSION is unreleased, and says so."""
-    path = REPO / NEXT_SNAPSHOT
-    assert path.is_file() == IN_WORK, (
-        f"{NEXT_SNAPSHOT} is left over: wire {SCHEMA_VERSION} is released"
-        if path.is_file()
-        else f"run `{REGENERATE}` to write {NEXT_SNAPSHOT}"
-    )
-    if IN_WORK:
-        assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION
 
 
 def test_released_snapshots_are_named_by_their_version() -> None:

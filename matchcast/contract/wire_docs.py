@@ -5,9 +5,9 @@
 - ``docs/wire-format.md``: the topics, the versioning rule, and an example of every payload;
 - ``docs/asyncapi.yaml``: the AsyncAPI document (what ``matchcast asyncapi`` prints);
 - the table of match-file incidents in ``docs/match-format.md``, from their classes;
-- ``tests/snapshots/wire-schema-next.json``, the schema snapshot of the version under
-  development, rewritten in place (see :mod:`matchcast.contract.wire_schema`; a released
-  version's snapshot and fixtures are frozen, never rewritten).
+- ``tests/snapshots/wire-schema-current.json``, the schema snapshot, rewritten in place (see
+  :mod:`matchcast.contract.wire_schema`; a released version's frozen copy and fixtures are
+  never rewritten).
 
 ``--check`` writes nothing and exits 1 when anything is stale. ``--freeze``, run at a release,
 freezes the version under development. Tests make the same checks.
@@ -54,7 +54,7 @@ from matchcast.contract.wire_examples import (
     example_status,
 )
 from matchcast.contract.wire_schema import (
-    NEXT_SNAPSHOT,
+    CURRENT_SNAPSHOT,
     REGENERATE,
     fixture_files,
     freeze,
@@ -296,23 +296,24 @@ def _compatibility() -> list[str]:
         "",
         "How the rule is kept:",
         "",
-        "- A released version is frozen: `tests/snapshots/wire-schema-{version}.json` holds "
-        "the JSON Schema of events and state as of that version (titles and descriptions left "
-        "out: they change no payload's validity), `tests/fixtures/wire/{version}/` a payload of "
+        "- `tests/snapshots/wire-schema-current.json` holds the JSON Schema of events and "
+        "state as the models declare them (titles and descriptions left out: they change no "
+        "payload's validity); a test fails when the two differ, and the command below rewrites "
+        "it in place, so its diff shows what changed on the wire.",
+        "- A released version is frozen: `tests/snapshots/wire-schema-{version}.json` is the "
+        "current snapshot as it was released, `tests/fixtures/wire/{version}/` a payload of "
         "every event type and of the state as it wrote them, and `tests/snapshots/frozen.sha256` "
         "the SHA-256 of each of those files; a test fails when one changes. Versions 1.0 to 1.3 "
         "were released with matchcast 0.1.0.",
-        "- The version under development, `SCHEMA_VERSION` (events/_models.py) above the last "
-        "release, has one snapshot, `tests/snapshots/wire-schema-next.json`, rewritten in place "
-        "until the release freezes it, and no committed payloads: tests derive them from the "
-        "wire examples. It is the next minor or the next major of the last release, never "
-        "further.",
-        "- A test fails when the models' schema differs from the snapshot of `SCHEMA_VERSION` "
-        "(the frozen one once it is released), and when a minor version is not additive to the "
-        "last release's snapshot: every field removed or made required, enum value or event "
-        "type removed, constraint narrowed, type or default changed is listed.",
-        "- The payloads of every released version of the current major, and the version under "
-        "development's, decode; those of another major are refused. A reader of the previous "
+        "- A test fails when the models' schema differs from the frozen snapshot of "
+        "`SCHEMA_VERSION` (events/_models.py) once it is released: the version must be bumped. "
+        "A version under development is the next minor or the next major of the last release, "
+        "never further, and a minor one must be additive to the last release's snapshot: a test "
+        "lists every field removed or made required, enum value or event type removed, "
+        "constraint narrowed, type or default changed.",
+        "- The payloads of every released version of the current major decode, and so do a "
+        "version under development's, derived from the wire examples (none are committed); "
+        "those of another major are refused. A reader of the previous "
         "minor skips the current version's new event types; a reader of the next minor reads "
         "its payloads.",
     ]
@@ -328,18 +329,20 @@ def _changing_the_wire() -> list[str]:
         '"Where an event type lives").',
         "2. If `SCHEMA_VERSION` is released (`tests/snapshots/wire-schema-{SCHEMA_VERSION}.json` "
         f"exists), set it to the next minor ({major}.{minor + 1}: additive) or the next major "
-        f"({major + 1}.0: anything else). If it is not (`wire-schema-next.json` exists), leave "
-        "it: every change until the release goes into that one version.",
-        f"3. Run `{REGENERATE}`: it rewrites `tests/snapshots/wire-schema-next.json` in place, "
-        "this document and `asyncapi.yaml`, and lists what makes a minor version not additive.",
+        f"({major + 1}.0: anything else). If it is not, leave it: every change until the "
+        "release goes into that one version.",
+        f"3. Run `{REGENERATE}`: it rewrites `tests/snapshots/wire-schema-current.json` in "
+        "place, this document and `asyncapi.yaml`, and lists what makes a minor version not "
+        "additive.",
         "4. Say what the version adds, and what a reader of the last release makes of it, under "
         '"Versioning" (`_versioning` in matchcast/contract/wire_docs.py), and run it again.',
         "5. Commit the code and the regenerated files; a version under development has no "
         "fixtures to commit.",
         "",
         f"At a release, `{REGENERATE} --freeze` freezes the version under development: "
-        "`wire-schema-next.json` becomes `wire-schema-{version}.json`, its payloads are written "
-        "to `tests/fixtures/wire/{version}/` and their sums added to `frozen.sha256`; commit "
+        "`wire-schema-current.json` is copied to `wire-schema-{version}.json`, its payloads "
+        "are written to `tests/fixtures/wire/{version}/` and their sums added to "
+        "`frozen.sha256`; commit "
         'them with the release (CONTRIBUTING.md, "Releasing"). A release without a wire change '
         "has nothing to freeze.",
     ]
@@ -524,9 +527,8 @@ def bump_message(version: str) -> str:
         f"the wire schema differs from {snapshot_path(version)}, but wire {version} is released "
         f"and its snapshot frozen: set SCHEMA_VERSION in events/_models.py to {minor} if every "
         f"{version} payload still decodes (a new optional field or event type, a looser "
-        f"constraint), to {major} if not, and run `{REGENERATE}` again: it writes "
-        f"{NEXT_SNAPSHOT}, which later changes update in place until the release "
-        f"({WIRE_FORMAT_PATH}, 'Changing the wire')"
+        f"constraint), to {major} if not, and run `{REGENERATE}` again to update "
+        f"{CURRENT_SNAPSHOT} ({WIRE_FORMAT_PATH}, 'Changing the wire')"
     )
 
 
@@ -548,8 +550,8 @@ def snapshot_problems(
     """What is wrong with ``schema`` (from :func:`wire_schema`) and its version under ``root``.
 
     A released version's schema must be its frozen snapshot. A version under development must be
-    the next minor or major of the last release, and a minor additive to it; its snapshot,
-    ``wire-schema-next.json``, is passed to ``sync`` to be written (or checked).
+    the next minor or major of the last release, and a minor additive to it. Where the version
+    is right, the current snapshot is passed to ``sync`` to be written (or checked).
     """
     version = schema["schema_version"]
     released = released_versions(root)
@@ -559,9 +561,8 @@ def snapshot_problems(
         if last != version:
             problems.append(f"SCHEMA_VERSION {version} is below the last release, {last}")
         if json.loads((root / snapshot_path(version)).read_text()) != schema:
-            problems.append(bump_message(version))
-        if (root / NEXT_SNAPSHOT).exists():
-            problems.append(f"{NEXT_SNAPSHOT} is left over; wire {version} is released: remove it")
+            return [*problems, bump_message(version)]
+        sync(CURRENT_SNAPSHOT, render_snapshot(schema))
         return problems
     if last is not None and version not in next_versions(last):
         minor, major = next_versions(last)
@@ -570,7 +571,7 @@ def snapshot_problems(
             f"development is {minor} (additive) or {major}, and every change until the next "
             "release goes into it"
         ]
-    sync(NEXT_SNAPSHOT, render_snapshot(schema))
+    sync(CURRENT_SNAPSHOT, render_snapshot(schema))
     if last is None or parse_version(last)[0] != parse_version(version)[0]:
         return []
     problems = additive_problems(json.loads((root / snapshot_path(last)).read_text()), schema)

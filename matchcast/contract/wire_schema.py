@@ -1,16 +1,19 @@
-"""The wire schema's snapshots and payload fixtures: frozen at each release, one in place between.
+"""The wire schema's snapshots and payload fixtures: one kept in place, a frozen copy per release.
 
-A released version is frozen: ``tests/snapshots/wire-schema-{version}.json`` holds the JSON
-Schema of the events and of the state snapshot, ``tests/fixtures/wire/{version}/`` one payload
-per event type plus the state as that version wrote them, and ``tests/snapshots/frozen.sha256``
-the SHA-256 of each of those files (``sha256sum -c`` reads it). Nothing rewrites them; a test
-fails when one differs from its sum. A version is released exactly when its snapshot exists.
+``tests/snapshots/wire-schema-current.json`` is the JSON Schema of the events and of the state
+snapshot as the models declare them now, ``SCHEMA_VERSION`` included. ``python -m
+matchcast.contract.wire_docs`` rewrites it in place, so a change to the wire shows in its diff
+as what changed, and nothing else.
 
-The version under development (``SCHEMA_VERSION`` above the last release) has one snapshot,
-``tests/snapshots/wire-schema-next.json``, rewritten in place by ``python -m
-matchcast.contract.wire_docs`` at every change of the schema, and no committed fixtures: its
-payloads are the wire examples' (:func:`payloads`). A release freezes it (:func:`freeze`,
-``python -m matchcast.contract.wire_docs --freeze``).
+A released version is frozen: ``tests/snapshots/wire-schema-{version}.json`` is a copy of the
+current snapshot as it was released, ``tests/fixtures/wire/{version}/`` one payload per event
+type plus the state as that version wrote them, and ``tests/snapshots/frozen.sha256`` the SHA-256
+of each of those files (``sha256sum -c`` reads it). Nothing rewrites them; a test fails when
+one differs from its sum. A version is released exactly when its frozen snapshot exists; a
+release makes one (:func:`freeze`, ``python -m matchcast.contract.wire_docs --freeze``).
+
+A version under development (``SCHEMA_VERSION`` above the last release) has no committed
+fixtures: its payloads are derived from the wire examples (:func:`payloads`).
 
 Tests check that the models' schema equals the snapshot of ``SCHEMA_VERSION``, that a minor
 version is additive to the last release (:mod:`matchcast.contract.wire_compat`), and that the
@@ -31,9 +34,9 @@ from events import SCHEMA_VERSION, EventAdapter, MatchState, encode_event, encod
 from matchcast.contract.wire_examples import example_events, example_state
 
 __all__ = [
+    "CURRENT_SNAPSHOT",
     "FIXTURE_DIR",
     "FROZEN_SUMS",
-    "NEXT_SNAPSHOT",
     "REGENERATE",
     "SNAPSHOT_DIR",
     "fixture_files",
@@ -53,8 +56,8 @@ __all__ = [
 #: Where the snapshots and fixtures live, relative to the repository root.
 SNAPSHOT_DIR = Path("tests/snapshots")
 FIXTURE_DIR = Path("tests/fixtures/wire")
-#: The one snapshot of the version not released yet, rewritten in place until a release.
-NEXT_SNAPSHOT = SNAPSHOT_DIR / "wire-schema-next.json"
+#: The snapshot of the schema as it is now, rewritten in place; a release copies it.
+CURRENT_SNAPSHOT = SNAPSHOT_DIR / "wire-schema-current.json"
 #: ``sha256sum`` lines of every frozen file: each released version's snapshot and fixtures.
 FROZEN_SUMS = SNAPSHOT_DIR / "frozen.sha256"
 #: The command that writes the contract's files (matchcast.contract.wire_docs).
@@ -186,16 +189,16 @@ def read_sums(root: Path) -> dict[Path, str]:
 def freeze(root: Path, schema: dict[str, Any], files: dict[str, str]) -> list[Path]:
     """Release the version under development: its snapshot and fixtures become frozen files.
 
-    ``wire-schema-next.json`` becomes ``wire-schema-{version}.json``, ``files`` (from
+    The current snapshot is copied to ``wire-schema-{version}.json``, ``files`` (from
     :func:`fixture_files`) are written to ``tests/fixtures/wire/{version}/``, and their sums are
     appended to ``frozen.sha256``; ``version`` is ``schema``'s (from :func:`wire_schema`).
 
     Returns:
-        The files written or removed, relative to ``root``.
+        The files written, relative to ``root``.
 
     Raises:
-        ValueError: the version is already released, or the next snapshot is missing or is not
-            ``schema`` (run the command without ``--freeze`` first).
+        ValueError: the version is already released, or the current snapshot is missing or is
+            not ``schema`` (run the command without ``--freeze`` first).
     """
     version = schema["schema_version"]
     if version in released_versions(root):
@@ -203,21 +206,20 @@ def freeze(root: Path, schema: dict[str, Any], files: dict[str, str]) -> list[Pa
             f"wire {version} is already released (frozen in {snapshot_path(version)}); "
             "a release with no wire change freezes nothing"
         )
-    following = root / NEXT_SNAPSHOT
-    if not following.is_file() or json.loads(following.read_text()) != schema:
-        raise ValueError(f"{NEXT_SNAPSHOT} is missing or stale: run `{REGENERATE}` first")
+    current = root / CURRENT_SNAPSHOT
+    if not current.is_file() or json.loads(current.read_text()) != schema:
+        raise ValueError(f"{CURRENT_SNAPSHOT} is missing or stale: run `{REGENERATE}` first")
     directory = root / FIXTURE_DIR / version
     if directory.exists():
         raise ValueError(
             f"{directory.relative_to(root)} exists, but wire {version} has no frozen "
             "snapshot: it was never released; remove it"
         )
-    (root / snapshot_path(version)).write_text(following.read_text())
+    (root / snapshot_path(version)).write_bytes(current.read_bytes())
     directory.mkdir(parents=True)
     for name, text in files.items():
         (directory / name).write_text(text)
-    following.unlink()
     frozen = frozen_files(root, version)
     with (root / FROZEN_SUMS).open("a") as sums:
         sums.writelines(_sum_line(root, path) for path in frozen)
-    return [NEXT_SNAPSHOT, FROZEN_SUMS, *frozen]
+    return [FROZEN_SUMS, *frozen]
