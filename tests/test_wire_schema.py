@@ -280,21 +280,25 @@ NARROWING: dict[str, tuple[_Change, str]] = {
 }
 
 
+#: The changes above are made to a frozen snapshot, which later versions cannot change.
+BASE = _snapshot("1.3")
+
+
 def _changed(change: _Change) -> dict[str, Any]:
-    schema = copy.deepcopy(SCHEMA)
+    schema = copy.deepcopy(BASE)
     change(schema)
     return schema
 
 
 @pytest.mark.parametrize("name", ADDITIVE)
 def test_additive_changes_pass_the_check(name: str) -> None:
-    assert additive_problems(SCHEMA, _changed(ADDITIVE[name])) == []
+    assert additive_problems(BASE, _changed(ADDITIVE[name])) == []
 
 
 @pytest.mark.parametrize("name", NARROWING)
 def test_narrowing_changes_are_named_by_the_check(name: str) -> None:
     change, expected = NARROWING[name]
-    problems = additive_problems(SCHEMA, _changed(change))
+    problems = additive_problems(BASE, _changed(change))
     assert any(p.startswith(expected) for p in problems), problems
 
 
@@ -447,7 +451,6 @@ def test_a_reader_one_minor_behind_skips_this_versions_new_event_types(
     )
     monkeypatch.setattr(events._codec, "_KNOWN_TYPES", events._codec._KNOWN_TYPES & old_types)
     new_types = set(EVENT_TYPES) - old_types
-    assert new_types or IN_WORK, f"wire {SCHEMA_VERSION} added no event type"
     for stem, payload in CURRENT.items():
         if stem in new_types:
             with pytest.raises(UnknownEventTypeError) as caught:
