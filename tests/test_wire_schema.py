@@ -226,6 +226,7 @@ ADDITIVE: dict[str, _Change] = {
     ),
     "a longer match_id": lambda s: _goal(s)["properties"]["match_id"].update(maxLength=128),
     "a field made optional": lambda s: _goal(s)["required"].remove("scorer"),
+    "nothing required": lambda s: s["event"]["$defs"]["ClockTick"].pop("required"),
     "a field made nullable": lambda s: _goal(s)["properties"].update(
         scorer={"anyOf": [{"minLength": 1, "type": "string"}, {"type": "null"}]}
     ),

@@ -24,8 +24,8 @@ __all__ = ["additive_problems"]
 _LOWER_BOUNDS = frozenset({"minimum", "exclusiveMinimum", "minLength", "minItems"})
 #: A new value may be higher than the old one, or the keyword may go.
 _UPPER_BOUNDS = frozenset({"maximum", "exclusiveMaximum", "maxLength", "maxItems"})
-#: Constraints that may go, but not change.
-_DROPPABLE = frozenset({"pattern", "format"}) | _LOWER_BOUNDS | _UPPER_BOUNDS
+#: Keywords that may go: each only narrows what its schema accepts.
+_DROPPABLE = frozenset({"pattern", "format", "required"}) | _LOWER_BOUNDS | _UPPER_BOUNDS
 #: Keywords whose value is one schema.
 _ONE_SCHEMA = frozenset({"items", "propertyNames"})
 
