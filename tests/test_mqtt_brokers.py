@@ -245,12 +245,6 @@ async def test_a_failover_with_a_will_asks_no_node_of_a_311_list_for_mqtt_5(
         assert (b.v5_connects, b.v311_connects) == (0, 1)
 
 
-# Seen once under load (-n 2), not alone: the fast client left two sockets of its attempts on the
-# stalled node unclosed, and the garbage collector reported them here. A leak of the fast
-# client's, to fix there; until then this test alone tolerates it.
-@pytest.mark.filterwarnings(
-    "ignore:unclosed:ResourceWarning", "ignore:loop is closed:ResourceWarning"
-)
 async def test_a_stalled_node_costs_a_failover_only_the_short_wait(
     two_mosquittos: tuple[Mosquitto, Mosquitto], client_kind: str
 ) -> None:
