@@ -5,10 +5,12 @@
 - ``docs/wire-format.md``: the topics, the versioning rule, and an example of every payload;
 - ``docs/asyncapi.yaml``: the AsyncAPI document (what ``matchcast asyncapi`` prints);
 - the table of match-file incidents in ``docs/match-format.md``, from their classes;
-- the schema snapshot and payload fixtures of the current schema version, when missing (see
-  :mod:`matchcast.contract.wire_schema`; they are never overwritten).
+- ``tests/snapshots/wire-schema-current.json``, the schema snapshot, rewritten in place (see
+  :mod:`matchcast.contract.wire_schema`; a released version's frozen copy and fixtures are
+  never rewritten).
 
-``--check`` writes nothing and exits 1 when anything is stale. Tests make the same checks.
+``--check`` writes nothing and exits 1 when anything is stale. ``--freeze``, run at a release,
+freezes the version under development. Tests make the same checks.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import argparse
 import json
 import sys
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,7 @@ from events import (
 from matchcast.contract.asyncapi import asyncapi_document, dump
 from matchcast.contract.channels import CHANNELS
 from matchcast.contract.status import ReplayerStatus
+from matchcast.contract.wire_compat import additive_problems
 from matchcast.contract.wire_examples import (
     CONSTRUCTED_MATCH_ID,
     example_command,
@@ -51,8 +54,13 @@ from matchcast.contract.wire_examples import (
     example_status,
 )
 from matchcast.contract.wire_schema import (
-    FIXTURE_DIR,
+    CURRENT_SNAPSHOT,
+    REGENERATE,
     fixture_files,
+    freeze,
+    next_versions,
+    parse_version,
+    released_versions,
     render_snapshot,
     snapshot_path,
     wire_schema,
@@ -65,11 +73,15 @@ __all__ = [
     "INCIDENTS_END",
     "MATCH_FORMAT_PATH",
     "PAYLOAD_MARK",
+    "REGENERATE",
     "WIRE_FORMAT_PATH",
+    "bump_message",
     "main",
+    "not_additive_message",
     "render_incidents",
     "render_match_format",
     "render_wire_format",
+    "snapshot_problems",
 ]
 
 WIRE_FORMAT_PATH = Path("docs/wire-format.md")
@@ -82,7 +94,6 @@ INCIDENTS_END = "<!-- end of incidents -->"
 ASYNCAPI_PATH = Path("docs/asyncapi.yaml")
 #: Precedes every example payload in the doc: ``<!-- payload: event|state|status -->``.
 PAYLOAD_MARK = "<!-- payload: {kind} -->"
-REGENERATE = "python -m matchcast.contract.wire_docs"
 
 _TEAM_PATTERN = TeamRef.model_json_schema()["properties"]["code"]["pattern"]
 _TEAM_CODE_DOC = TeamRef.model_fields["code"].description
@@ -259,7 +270,13 @@ def _versioning() -> list[str]:
         "and ignores `info`. It rejects a snapshot whose `status` is `stopped` (an enum value "
         "it does not know: `message.rejected`, dead-lettered) and keeps the state it had; "
         "upgrade readers to 1.2 to show a stopped match as stopped.",
-        "",
+    ]
+
+
+def _compatibility() -> list[str]:
+    """The rule a version bump follows, and the tests that keep it."""
+    major, minor = (int(p) for p in SCHEMA_VERSION.split("."))
+    return [
         f"**Minor ({major}.{minor} → {major}.{minor + 1}): additive.** Every payload valid "
         "in the old version is valid, and means the same, in the new one:",
         "",
@@ -279,17 +296,55 @@ def _versioning() -> list[str]:
         "",
         "How the rule is kept:",
         "",
-        "- `tests/snapshots/wire-schema-{version}.json` holds the JSON Schema of events and "
-        "state as of each version (titles and descriptions left out: they change no "
-        "payload's validity). A test fails when the models' schema differs from the "
-        "snapshot of the current `SCHEMA_VERSION` (events/_models.py). Bump the version, "
-        f"then run `{REGENERATE}` to write the new snapshot and fixtures; if the version was "
-        "never released, delete its snapshot and regenerate instead.",
-        "- `tests/fixtures/wire/{version}/` holds a payload of every event type and of the "
-        "state as that version wrote them, never rewritten. A test decodes the fixtures of "
-        "every version of the current major and checks that other majors are refused, so a "
-        "minor version that cannot read an earlier minor's payloads fails. Under 1.0 the "
-        "only directory is `1.0`; from 1.1 on, the test reads the earlier ones too.",
+        "- `tests/snapshots/wire-schema-current.json` holds the JSON Schema of events and "
+        "state as the models declare them (titles and descriptions left out: they change no "
+        "payload's validity); a test fails when the two differ, and the command below rewrites "
+        "it in place, so its diff shows what changed on the wire.",
+        "- A released version is frozen: `tests/snapshots/wire-schema-{version}.json` is the "
+        "current snapshot as it was released, `tests/fixtures/wire/{version}/` a payload of "
+        "every event type and of the state as it wrote them, and `tests/snapshots/frozen.sha256` "
+        "the SHA-256 of each of those files; a test fails when one changes. Versions 1.0 to 1.3 "
+        "were released with matchcast 0.1.0.",
+        "- A test fails when the models' schema differs from the frozen snapshot of "
+        "`SCHEMA_VERSION` (events/_models.py) once it is released: the version must be bumped. "
+        "A version under development is the next minor or the next major of the last release, "
+        "never further, and a minor one must be additive to the last release's snapshot: a test "
+        "lists every field removed or made required, enum value or event type removed, "
+        "constraint narrowed, type or default changed.",
+        "- The payloads of every released version of the current major decode, and so do a "
+        "version under development's, derived from the wire examples (none are committed); "
+        "those of another major are refused. A reader of the previous "
+        "minor skips the current version's new event types; a reader of the next minor reads "
+        "its payloads.",
+    ]
+
+
+def _changing_the_wire() -> list[str]:
+    """The recipe: a change before a release, and the release."""
+    major, minor = (int(p) for p in SCHEMA_VERSION.split("."))
+    return [
+        "## Changing the wire",
+        "",
+        "1. Change the models in events/_models.py (a new event type: docs/architecture.md, "
+        '"Where an event type lives").',
+        "2. If `SCHEMA_VERSION` is released (`tests/snapshots/wire-schema-{SCHEMA_VERSION}.json` "
+        f"exists), set it to the next minor ({major}.{minor + 1}: additive) or the next major "
+        f"({major + 1}.0: anything else). If it is not, leave it: every change until the "
+        "release goes into that one version.",
+        f"3. Run `{REGENERATE}`: it rewrites `tests/snapshots/wire-schema-current.json` in "
+        "place, this document and `asyncapi.yaml`, and lists what makes a minor version not "
+        "additive.",
+        "4. Say what the version adds, and what a reader of the last release makes of it, under "
+        '"Versioning" (`_versioning` in matchcast/contract/wire_docs.py), and run it again.',
+        "5. Commit the code and the regenerated files; a version under development has no "
+        "fixtures to commit.",
+        "",
+        f"At a release, `{REGENERATE} --freeze` freezes the version under development: "
+        "`wire-schema-current.json` is copied to `wire-schema-{version}.json`, its payloads "
+        "are written to `tests/fixtures/wire/{version}/` and their sums added to "
+        "`frozen.sha256`; commit "
+        'them with the release (CONTRIBUTING.md, "Releasing"). A release without a wire change '
+        "has nothing to freeze.",
     ]
 
 
@@ -442,6 +497,8 @@ def render_wire_format() -> str:
         _intro(),
         _topics(),
         _versioning(),
+        _compatibility(),
+        _changing_the_wire(),
         _events(example_events()),
         _state(),
         _status(),
@@ -463,26 +520,81 @@ def _repo_root() -> Path:
     return root
 
 
-def _bump_message() -> str:
+def bump_message(version: str) -> str:
+    """What to do when the schema differs from the frozen snapshot of ``version``."""
+    minor, major = next_versions(version)
     return (
-        f"the wire schema differs from {snapshot_path()}, but SCHEMA_VERSION is still "
-        f"{SCHEMA_VERSION}: bump it in events/_models.py (minor if every old payload still "
-        f"decodes, major otherwise; see {WIRE_FORMAT_PATH}) and run `{REGENERATE}` again. "
-        f"If {SCHEMA_VERSION} was never released, delete the snapshot and regenerate instead."
+        f"the wire schema differs from {snapshot_path(version)}, but wire {version} is released "
+        f"and its snapshot frozen: set SCHEMA_VERSION in events/_models.py to {minor} if every "
+        f"{version} payload still decodes (a new optional field or event type, a looser "
+        f"constraint), to {major} if not, and run `{REGENERATE}` again to update "
+        f"{CURRENT_SNAPSHOT} ({WIRE_FORMAT_PATH}, 'Changing the wire')"
     )
+
+
+def not_additive_message(version: str, last: str, problems: Sequence[str]) -> str:
+    """What to do when ``version``, a minor after the release ``last``, narrows it."""
+    shown = "\n  ".join(problems[:20]) + ("\n  ..." if len(problems) > 20 else "")
+    _, major = next_versions(last)
+    return (
+        f"wire {version} is a minor version of {last} but not additive to it "
+        f"({snapshot_path(last)}):\n  {shown}\nMake the change additive (new fields optional, "
+        f"with a default; nothing removed, renamed or narrowed), or make it a major version: "
+        f"SCHEMA_VERSION {major} ({WIRE_FORMAT_PATH}, 'Versioning')"
+    )
+
+
+def snapshot_problems(
+    root: Path, schema: dict[str, Any], sync: Callable[[Path, str], None]
+) -> list[str]:
+    """What is wrong with ``schema`` (from :func:`wire_schema`) and its version under ``root``.
+
+    A released version's schema must be its frozen snapshot. A version under development must be
+    the next minor or major of the last release, and a minor additive to it. Where the version
+    is right, the current snapshot is passed to ``sync`` to be written (or checked).
+    """
+    version = schema["schema_version"]
+    released = released_versions(root)
+    last = released[-1] if released else None
+    if version in released:
+        problems = []
+        if last != version:
+            problems.append(f"SCHEMA_VERSION {version} is below the last release, {last}")
+        if json.loads((root / snapshot_path(version)).read_text()) != schema:
+            return [*problems, bump_message(version)]
+        sync(CURRENT_SNAPSHOT, render_snapshot(schema))
+        return problems
+    if last is not None and version not in next_versions(last):
+        minor, major = next_versions(last)
+        return [
+            f"SCHEMA_VERSION is {version}, but the last release is {last}: the version under "
+            f"development is {minor} (additive) or {major}, and every change until the next "
+            "release goes into it"
+        ]
+    sync(CURRENT_SNAPSHOT, render_snapshot(schema))
+    if last is None or parse_version(last)[0] != parse_version(version)[0]:
+        return []
+    problems = additive_problems(json.loads((root / snapshot_path(last)).read_text()), schema)
+    return [not_additive_message(version, last, problems)] if problems else []
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Write (or with ``--check``, check) the wire contract's committed files."""
     parser = argparse.ArgumentParser(prog=REGENERATE, description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
+    mode.add_argument(
+        "--freeze",
+        action="store_true",
+        help="at a release: freeze the snapshot and fixtures of the version under development",
+    )
     args = parser.parse_args(argv)
     root = _repo_root()
     problems: list[str] = []
 
-    def sync(path: Path, text: str, *, overwrite: bool = True) -> None:
+    def sync(path: Path, text: str) -> None:
         target = root / path
-        if target.is_file() and (not overwrite or target.read_text() == text):
+        if target.is_file() and target.read_text() == text:
             return
         if args.check:
             problems.append(f"{path} is {'stale' if target.is_file() else 'missing'}")
@@ -494,14 +606,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     sync(WIRE_FORMAT_PATH, render_wire_format())
     sync(ASYNCAPI_PATH, dump(asyncapi_document()))
     sync(MATCH_FORMAT_PATH, render_match_format((root / MATCH_FORMAT_PATH).read_text()))
-    # A version's snapshot and fixtures are what it was released with: never rewritten.
     schema = wire_schema()
-    snapshot = root / snapshot_path()
-    if snapshot.is_file() and json.loads(snapshot.read_text()) != schema:
-        problems.append(_bump_message())
-    sync(snapshot_path(), render_snapshot(schema), overwrite=False)
-    for name, text in fixture_files().items():
-        sync(FIXTURE_DIR / SCHEMA_VERSION / name, text, overwrite=False)
+    problems += snapshot_problems(root, schema, sync)
+    if args.freeze and not problems:
+        try:
+            changed = freeze(root, schema, fixture_files())
+        except ValueError as err:
+            problems.append(str(err))
+        else:
+            print(f"froze wire {SCHEMA_VERSION}; commit these with the release:")
+            print("".join(f"  {path}\n" for path in changed), end="")
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 1 if problems else 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
 from pathlib import Path
@@ -58,3 +59,17 @@ def test_broker_host_says_so_in_its_help() -> None:
     help_text = " ".join(result.stdout.replace("│", " ").split())  # the text, not its box
     assert "127.0.0.1" in help_text
     assert "private to this machine" in help_text
+
+
+async def test_a_connection_that_goes_before_its_connect_is_closed() -> None:
+    """amqtt 0.12 kept the stream of such a connection open (a client whose connect was
+    cancelled, or timed out); the garbage collector then reported the socket in a later test."""
+    async with embedded_broker() as broker:
+        reader, writer = await asyncio.open_connection(broker.host, broker.port)
+        writer.write_eof()  # nothing sent: no CONNECT
+        try:
+            async with asyncio.timeout(5):
+                assert await reader.read() == b"", "the broker closes its end"
+        finally:
+            writer.close()
+            await writer.wait_closed()
