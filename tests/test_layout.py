@@ -40,7 +40,7 @@ def test_each_mqtt_library_is_imported_by_one_transport_module() -> None:
     owners = {
         "aiomqtt": "matchcast/transport/mqtt.py",
         "paho": "matchcast/transport/mqtt.py",
-        "mqtt5": "matchcast/transport/fastmqtt.py",
+        "mqtt5": "matchcast/transport/fast/codec5.py",
         "amqtt": "matchcast/transport/broker.py",
     }
     for path in (ROOT / "matchcast").rglob("*.py"):
