@@ -13,8 +13,6 @@ from matchcast.transport.fast.packets import (
     Control,
     Inbound,
     PingResp,
-    PubAck,
-    PubComp,
     PubRec,
     PubRel,
     SubAck,
@@ -33,16 +31,12 @@ _new = tuple.__new__
 _PINGREQ = mqtt311.PingReq().encode()
 _PINGRESP = PingResp()
 _DISCONNECT = mqtt311.Disconnect().encode()
+#: The first byte of a PUBACK and a PUBCOMP (flags 0; anything else goes to the strict decoder).
+_SETTLES = {0x40: "PUBACK", 0x70: "PUBCOMP"}
 
 
 def _control(packet: mqtt311.Packet) -> Control:
-    """The common shape of a packet other than PUBLISH."""
-    # the acknowledgements of a publisher's every message first, made without the named
-    # tuples' keyword-handling __new__
-    if type(packet) is mqtt311.PubAck:
-        return _new(PubAck, (packet.packet_id, 0))
-    if type(packet) is mqtt311.PubComp:
-        return _new(PubComp, (packet.packet_id, 0))
+    """The common shape of a packet other than PUBLISH, PUBACK and PUBCOMP."""
     if type(packet) is mqtt311.PubRec:
         return _new(PubRec, (packet.packet_id, 0))
     if type(packet) is mqtt311.PubRel:
@@ -94,7 +88,7 @@ class Codec311:
     def read(self, buf: bytes, deliver: Callable[[Message], None], inbound: Inbound) -> int:
         """See :meth:`matchcast.transport.fast.packets.Codec.read`."""
         frame, decode_publish, decode = mqtt311.frame, mqtt311.decode_publish, mqtt311.decode
-        acknowledge, control = inbound.acknowledge, inbound.control
+        acknowledge, settle, control = inbound.acknowledge, inbound.settle, inbound.control
         end = len(buf)
         off = 0
         while off < end:
@@ -109,6 +103,11 @@ class Codec311:
                     acknowledge(_new(Message, (p.topic, p.payload, p.qos, p.retain)), p.packet_id)
                 else:
                     deliver(_new(Message, (p.topic, p.payload, 0, p.retain)))
+            elif first in _SETTLES and stop - start == 2:  # PUBACK, PUBCOMP: 2 bytes of id
+                pid = buf[start] << 8 | buf[start + 1]
+                if not pid:
+                    raise mqtt311.MalformedPacketError(f"{_SETTLES[first]} with packet id 0")
+                settle(pid, 0)
             else:
                 control(_control(decode(first, buf, start, stop)))
             off = stop

@@ -19,8 +19,6 @@ from matchcast.transport.fast.packets import (
     Disconnect,
     Inbound,
     PingResp,
-    PubAck,
-    PubComp,
     PubRec,
     PubRel,
     SubAck,
@@ -55,13 +53,7 @@ def _disconnect_name(code: int) -> str:
 
 
 def _control(packet: mqtt5.Packet) -> Control:
-    """The common shape of a packet other than PUBLISH."""
-    # the acknowledgements of a publisher's every message first, made without the named
-    # tuples' keyword-handling __new__
-    if type(packet) is mqtt5.PubAckPacket:
-        return _new(PubAck, (packet.packet_id, int(packet.reason_code)))
-    if type(packet) is mqtt5.PubCompPacket:
-        return _new(PubComp, (packet.packet_id, int(packet.reason_code)))
+    """The common shape of a packet other than PUBLISH, PUBACK and PUBCOMP."""
     if type(packet) is mqtt5.PubRecPacket:
         return _new(PubRec, (packet.packet_id, int(packet.reason_code)))
     if type(packet) is mqtt5.PubRelPacket:
@@ -97,7 +89,8 @@ class Codec5:
         end = len(buf)
         off = 0
         read, publish, at_most_once = mqtt5.read, mqtt5.PublishPacket, mqtt5.QoS.AT_MOST_ONCE
-        acknowledge, control = inbound.acknowledge, inbound.control
+        puback, pubcomp = mqtt5.PubAckPacket, mqtt5.PubCompPacket
+        acknowledge, settle, control = inbound.acknowledge, inbound.settle, inbound.control
         try:
             while off < end:
                 try:
@@ -116,6 +109,8 @@ class Codec5:
                             Message, (packet.topic, packet.payload, int(qos), packet.retain)
                         )
                         acknowledge(message, packet.packet_id)  # type: ignore[arg-type]
+                elif type(packet) is puback or type(packet) is pubcomp:
+                    settle(packet.packet_id, int(packet.reason_code))
                 else:
                     control(_control(packet))
         finally:

@@ -51,8 +51,6 @@ from matchcast.transport.fast.packets import (
     Disconnect,
     PingResp,
     ProtocolViolationError,
-    PubAck,
-    PubComp,
     PubRec,
     PubRel,
     SubAck,
@@ -271,11 +269,9 @@ class Link(asyncio.Protocol):
             ProtocolViolationError: a packet that may not come (see the module docstring).
         """
         match packet:
-            case PubAck(packet_id=pid, code=code) | PubComp(packet_id=pid, code=code):
-                self._settle(pid, code)
             case PubRec(packet_id=pid, code=code):
                 if code >= 0x80:  # refused: the flow ends here, with no PUBREL
-                    self._settle(pid, code)
+                    self.settle(pid, code)
                 else:
                     self._write(self.codec.pubrel(pid))
             case PubRel(packet_id=pid):
@@ -333,20 +329,25 @@ class Link(asyncio.Protocol):
             self._queued.append(((topic, payload, qos, retain, props), fut))
         return fut
 
-    def _settle(self, pid: int, code: int) -> None:
+    def settle(self, pid: int, code: int) -> None:
         """A publish of ours acknowledged (PUBACK, PUBCOMP) or refused (MQTT 5: a code of
         0x80 or more, in a PUBACK or a PUBREC); a free place in flight for the next."""
         entry = self._acks.pop(pid, None)
         if entry is None:
             return  # nothing of ours in flight under this id: no place is freed
-        fut, topic = entry
+        fut = entry[0]
         if not fut.done():
-            if code >= 0x80:
-                refused = self.codec.ack_reason(code)
-                fut.set_exception(PublishRefusedError(str(self.url), topic, code, refused))
-            else:
+            if code < 0x80:
                 fut.set_result(None)
+            else:
+                refused = self.codec.ack_reason(code)
+                fut.set_exception(PublishRefusedError(str(self.url), entry[1], code, refused))
         self._quota += 1
+        if self._queued:
+            self._send_queued()
+
+    def _send_queued(self) -> None:
+        """Publishes that waited for a place in flight, as many as there are places."""
         while self._quota > 0 and self._queued:
             (topic, payload, qos, retain, props), fut = self._queued.popleft()
             self._quota -= 1
@@ -355,10 +356,11 @@ class Link(asyncio.Protocol):
             self._write(self._encode(topic, payload, qos, retain, pid, props))
 
     def _packet_id(self) -> int:
+        acks, subacks = self._acks, self._subacks
         for _ in range(65535):
-            self._next_id = self._next_id % 65535 + 1
-            if self._next_id not in self._acks and self._next_id not in self._subacks:
-                return self._next_id
+            self._next_id = pid = self._next_id % 65535 + 1
+            if pid not in acks and pid not in subacks:
+                return pid
         raise BrokerError(str(self.url), "65535 packets in flight: no packet id free")
 
     async def subscribe(self, topic_filter: str, qos: int) -> None:
