@@ -18,7 +18,7 @@ from paho.mqtt.client import ConnectFlags
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.reasoncodes import ReasonCode
 
-from events import MessageProps, PublishRefusedError
+from events import ConnectionLostError, MessageProps, PublishRefusedError
 from matchcast.transport import mqtt
 from matchcast.transport.aiomqtt_private import (
     WRITTEN_FOR,
@@ -156,3 +156,22 @@ async def test_private_use_3_paho_sends_packed_properties_through_pack_alone() -
     packed = encode_properties(props)
     assert packed is not None
     assert str(packed).startswith("[packed: ")  # paho's debug line of each PUBLISH names it
+
+
+async def test_a_publish_in_flight_fails_when_the_connection_ends_not_after_its_timeout() -> None:
+    """The end of the connection (private use 2) fails what waits for an acknowledgement at
+    once, with ConnectionLostError; aiomqtt's own publish waits out its whole timeout."""
+
+    async def swallow_then_hang_up(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await read_packet(r)
+        w.write(b"\x20\x02\x00\x00")
+        await w.drain()
+        await read_packet(r)  # the PUBLISH, never acknowledged
+
+    async with (
+        broker(swallow_then_hang_up) as url,
+        MqttClient(url, protocol="3.1.1", connect_timeout=60) as client,
+    ):
+        with pytest.raises(ConnectionLostError, match="connection lost"):
+            async with asyncio.timeout(10):
+                await client.publish("m/events/x", b"{}", qos=1)
