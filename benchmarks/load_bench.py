@@ -455,6 +455,22 @@ def one_round(
     return rows, notes
 
 
+def print_against_baseline(rounds: list[dict[str, dict[int, float]]]) -> None:
+    """Each fast-client row against the baseline's row of the same round: median and range."""
+    for name in rounds[0]:
+        other = name.replace("FastClient", "baseline FastClient", 1)
+        if name.startswith("baseline") or other == name or other not in rounds[0]:
+            continue
+        for qos in (0, 1):
+            ratios = [rd[name][qos] / rd[other][qos] for rd in rounds
+                      if qos in rd.get(name, {}) and rd[other].get(qos)]  # fmt: skip
+            if ratios:
+                console.print(
+                    f"{name}, QoS {qos}: x baseline {median(ratios):.2f} "
+                    f"({min(ratios):.2f}-{max(ratios):.2f}) over {len(ratios)} rounds"
+                )
+
+
 def median(values: list[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2
@@ -527,6 +543,8 @@ def main() -> int:
                           f"{min(ratios):.2f}-{max(ratios):.2f}"]  # fmt: skip
             table.add_row(*cells)
         console.print(table)
+        if args.baseline:
+            print_against_baseline(rounds)
         if "memory" not in skip:
             console.print("[dim]1,000 matches at --speed 600 --ramp 2[/]")
             mem = memory_1000(url)
