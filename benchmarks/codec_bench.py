@@ -93,7 +93,7 @@ class Current:
     """This checkout's client: one connection, fed bytes as its socket would."""
 
     def __init__(self, version: str) -> None:
-        self.client = FastClient(URL, protocol=version, max_inflight=65535)  # type: ignore[arg-type]
+        self.client = FastClient(URL, protocol=version, max_inflight=65535, keepalive=0)  # type: ignore[arg-type]
         self.version = version
 
     def connect(self) -> Callable[[bytes], None]:
@@ -117,7 +117,7 @@ class Baseline:
     """The single-module client of --baseline, fed the same way."""
 
     def __init__(self, module: Any, version: str) -> None:
-        self.client = module.FastClient(URL, protocol=version, max_inflight=65535)
+        self.client = module.FastClient(URL, protocol=version, max_inflight=65535, keepalive=0)
         self.version = version
 
     def connect(self) -> Callable[[bytes], None]:

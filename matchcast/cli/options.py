@@ -63,6 +63,7 @@ __all__ = [
     "TlsInsecureOpt",
     "TruthOpt",
     "VerboseOpt",
+    "WatchClientOpt",
     "WebDemoFromOpt",
     "WebDemoSpeedOpt",
     "check_start",
@@ -83,18 +84,36 @@ DEFAULT_EMBEDDED_PORT = 1883
 #: ``demo`` and ``web --demo``: the semi-final's 98 minutes of play in about 90 seconds.
 DEMO_SPEED = 65.0
 
-#: The help of ``--client`` (its default is each command's: aiomqtt where speed does not
-#: matter, the fast client where it does).
+#: The help of ``--client``; each command's default, and the one sentence of why, is its
+#: variant's below (the figures: docs/architecture.md, "MQTT clients").
 CLIENT_HELP = (
-    "MQTT client: fast (matchcast.fastmqtt, several times aiomqtt's rate) or aiomqtt "
-    "(on paho). Both speak MQTT 5 and 3.1.1."
+    "MQTT client: fast (matchcast.fastmqtt) or aiomqtt (on paho). Both speak MQTT 5 and "
+    "3.1.1, fail over and resume sessions."
 )
 
 # Where one option reads differently in different commands (what it changes is not the same),
 # a private factory declares it once and each variant below words its help.
 
 
-ClientOpt = Annotated[ClientKind, typer.Option("--client", help=CLIENT_HELP)]
+def _client_option(why: str) -> Any:
+    return typer.Option("--client", help=f"{CLIENT_HELP} {why}")
+
+
+#: ``load``, ``load-consumer``, ``consume``: the fast client by default.
+ClientOpt = Annotated[
+    ClientKind,
+    _client_option(
+        "Default fast: measured at 6 to 20 times aiomqtt's rate (docs/architecture.md)."
+    ),
+]
+#: ``watch`` and ``web``: aiomqtt by default.
+WatchClientOpt = Annotated[
+    ClientKind,
+    _client_option(
+        "Default aiomqtt, the reference client: at a match's few messages a second both "
+        "fail over alike (0.4 s measured)."
+    ),
+]
 
 
 def _broker_option(help_text: str) -> Any:
