@@ -20,6 +20,10 @@ Then it checks the replay finished 2-1 and prints each round and min/median/max.
     python benchmarks/failover_bench.py --engine rabbitmq --rounds 2 --session  # consume --session
     python benchmarks/failover_bench.py --engine mosquitto --rounds 5   # two lone brokers: the
                                                                           # client-side cost only
+    python benchmarks/failover_bench.py --engine mosquitto --rounds 10 --clients fast aiomqtt
+
+``--clients`` runs the consumer on each MQTT client named in turn, round by round (`watch` and
+`web` take ``--client``, aiomqtt by default; `consume` the fast client), figures per client.
 
 ``--engine nats`` starts a 3-node NATS 2.9 cluster of its own (tests/_clusters.py) and
 restarts the killed node between rounds; ``rabbitmq`` a 3-node RabbitMQ 3.10 cluster, each round
@@ -58,6 +62,7 @@ SEMI = resolve_matches("semifinal")[0]
 class Round:
     """One round's figures, in seconds from the kill (None: never happened)."""
 
+    client: str = "fast"
     replayer: float | None = None
     consumer: float | None = None
     final: str = ""
@@ -138,14 +143,16 @@ async def _observe(url: BrokerURL, topics: Topics, seen: list[tuple[float, int]]
             seen.append((time.monotonic(), decode_event(message.payload).seq))
 
 
-async def one_round(brokers: Brokers, args: argparse.Namespace, number: int) -> Round:
+async def one_round(
+    brokers: Brokers, args: argparse.Namespace, number: int, client: str = "fast"
+) -> Round:
     urls = brokers.urls
     topics = Topics(root=f"fobench{number}-{uuid.uuid4().hex[:6]}")
     handled: list[tuple[float, int]] = []
     observed: list[tuple[float, int]] = []
     ready = asyncio.Event()
     runner = Runner([_recorder(handled, args.kill_after, ready)], topics=topics)
-    out = Round()
+    out = Round(client)
     async with asyncio.timeout(args.round_timeout), asyncio.TaskGroup() as tg:
         observer = tg.create_task(_observe(urls[1], topics, observed))
         session: dict[str, Any] = {}
@@ -157,7 +164,7 @@ async def one_round(brokers: Brokers, args: argparse.Namespace, number: int) -> 
             }
         watch = tg.create_task(
             run_watch(
-                urls, [], runner=runner, until_finished={SEMI.match_id}, client="fast", **session
+                urls, [], runner=runner, until_finished={SEMI.match_id}, client=client, **session
             )
         )
         await runner.subscribed.wait()
@@ -209,14 +216,14 @@ async def _rounds(brokers: Brokers, args: argparse.Namespace) -> list[Round]:
         if n > 1:
             brokers.heal()
             await asyncio.sleep(args.settle_s)
-        r = await one_round(brokers, args, n)
+        r = await one_round(brokers, args, n, args.clients[(n - 1) % len(args.clients)])
         rounds.append(r)
 
         def fmt(v: float | None) -> str:
             return "-" if v is None else f"{v:.3f}s"
 
         print(
-            f"round {n}: replayer publishing again {fmt(r.replayer)}, "
+            f"round {n} ({r.client} consumer): replayer publishing again {fmt(r.replayer)}, "
             f"consumer receiving again {fmt(r.consumer)}, final {r.final}"
             + (f" ({'; '.join(r.notes)})" if r.notes else ""),
             flush=True,
@@ -235,6 +242,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--round-timeout", type=float, default=180.0)
     ap.add_argument("--session", action="store_true", help="the consumer with a persistent session")
     ap.add_argument("-v", "--verbose", action="store_true", help="show the clients' warnings")
+    ap.add_argument(
+        "--clients",
+        nargs="+",
+        default=["fast"],
+        choices=["fast", "aiomqtt"],
+        help="the consumer's MQTT client, in turn by round",
+    )
     args = ap.parse_args(argv)
     # Quiet: the clients' warnings (broker.failed_over, ...) are expected here.
     structlog.configure(
@@ -252,7 +266,9 @@ def main(argv: list[str]) -> int:
         "SIGKILL of node 1:"
     )
     print("  " + _figures("replayer publishing again", [r.replayer for r in rounds]))
-    print("  " + _figures("consumer handling new events again", [r.consumer for r in rounds]))
+    for client in args.clients:
+        mine = [r.consumer for r in rounds if r.client == client]
+        print("  " + _figures(f"{client} consumer handling new events again", mine))
     finals = {r.final for r in rounds}
     print(f"  final scores: {', '.join(sorted(finals))}")
     return 0

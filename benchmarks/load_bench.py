@@ -19,6 +19,12 @@ delivered messages/s counted by the subscriber from the first publish to the las
            process (a Python feeder sharing the two cores)
   memory   `matchcast load --matches 1000 --speed 600 --ramp 2` in a child process: peak RSS
 
+With --baseline FILE (a copy of another version's matchcast/transport/fastmqtt.py), each round
+also runs that fast client's raw loop and C-fed runner, in turn with this one's (which goes
+first alternates by round): a change to the fast client measured against what it replaces,
+on the same broker in the same run. --fast-protocols 5 3.1.1 runs the raw loops in each
+version; --skip load,aiomqtt,memory leaves only the C clients and the fast client's rows.
+
 Each of --rounds rounds (default 3) measures the C clients, then everything else; every ratio
 is against the C clients of its own round, and the table gives the median figure, the median
 ratio and the range of the ratios. One round
@@ -142,12 +148,14 @@ async def raw_aiomqtt(url: BrokerURL, qos: int, n: int, size: int) -> float:
     return got / (last - t0)
 
 
-async def raw_fast(url: BrokerURL, qos: int, n: int, size: int) -> float:
+async def raw_fast(
+    url: BrokerURL, qos: int, n: int, size: int, client: Any = FastClient, protocol: str = "auto"
+) -> float:
     topic = f"bench/fast/{uuid.uuid4().hex[:8]}"
     data = [payload(i, size) for i in range(n)]
     got = 0
     last = 0.0
-    async with FastClient(url) as sub, FastClient(url) as pub:
+    async with client(url, protocol=protocol) as sub, client(url, protocol=protocol) as pub:
         await sub.subscribe(topic, qos=qos)
 
         async def count() -> None:
@@ -242,6 +250,7 @@ async def _runner_rate(
     feed: Callable[[], Awaitable[None]],
     *,
     from_first_event: bool = False,
+    client: Any = FastClient,
     **runner: Any,
 ) -> dict[str, float]:
     """Run the consumer runner (a no-op handler) on a FastClient while ``feed()`` publishes;
@@ -263,7 +272,7 @@ async def _runner_rate(
             done.set()
 
     consumer = Runner([sub], topics=topics, queue_size=100_000, **runner)
-    async with FastClient(url) as source:
+    async with client(url) as source:
         task = asyncio.ensure_future(consumer.run(source, qos=0))
         await consumer.subscribed.wait()
         t0 = time.monotonic()
@@ -315,7 +324,9 @@ def _event_lines(n: int, size: int, match_id: str) -> list[bytes]:
     return lines
 
 
-async def runner_rate_c_fed(url: BrokerURL, n: int, size: int, workdir: Path) -> dict[str, float]:
+async def runner_rate_c_fed(
+    url: BrokerURL, n: int, size: int, workdir: Path, client: Any = FastClient
+) -> dict[str, float]:
     """The runner fed by the same C publisher as the ceiling (``mosquitto_pub -l``), so the
     consumer is the only difference between the two rows."""
     topics = Topics(f"bench-{uuid.uuid4().hex[:8]}")
@@ -334,7 +345,7 @@ async def runner_rate_c_fed(url: BrokerURL, n: int, size: int, workdir: Path) ->
                 proc = await asyncio.create_subprocess_exec("mosquitto_pub", *base, "-l", stdin=f)
                 await proc.wait()
 
-    return await _runner_rate(url, topics, n, feed, match_filter=match_id)
+    return await _runner_rate(url, topics, n, feed, match_filter=match_id, client=client)
 
 
 def memory_1000(url: BrokerURL) -> dict[str, float]:
@@ -359,8 +370,48 @@ RUNNER_C = "consumer runner, fed by mosquitto_pub (no-op handler)"
 RUNNER_LOAD = "consumer runner, fed by matchcast load (no-op handler)"
 
 
+def load_baseline(path: str) -> Any:
+    """The ``FastClient`` of another version of the fast client, from ``path``: a copy of its
+    ``matchcast/transport/fastmqtt.py`` (importing what it needs from this checkout)."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location("fastmqtt_baseline", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.FastClient
+
+
+def fast_rows(
+    url: BrokerURL, args: argparse.Namespace, qos: int, rnd: int, workdir: Path
+) -> tuple[dict[str, float], dict[str, str]]:
+    """The fast client's raw loop in each of --fast-protocols, and with --baseline the same
+    beside the baseline's, in turn (the current one first in even rounds, last in odd ones);
+    the C-fed consumer runner on each at QoS 0."""
+    clients: list[tuple[str, Any]] = [("FastClient", FastClient)]
+    if args.baseline:
+        clients.append(("baseline FastClient", load_baseline(args.baseline)))
+        if rnd % 2:
+            clients.reverse()
+    rows: dict[str, float] = {}
+    notes: dict[str, str] = {}
+    for protocol in args.fast_protocols:
+        for name, client in clients:
+            label = f"{name} raw loop" + ("" if protocol == "auto" else f" ({protocol})")
+            console.print(f"[dim]QoS {qos}: {label}[/]")
+            rows[label] = asyncio.run(raw_fast(url, qos, args.n, args.size, client, protocol))
+    if args.baseline and qos == 0 and "runner" not in args.skip_set:
+        for name, client in clients:
+            console.print(f"[dim]consumer runner on {name}, fed by mosquitto_pub[/]")
+            rc = asyncio.run(runner_rate_c_fed(url, args.n, args.size, workdir, client))
+            rows[f"runner on {name}, C-fed"] = rc["rate"]
+            notes[f"runner on {name}"] = f"handled {rc['handled']:,}, gaps {rc['gaps']}"
+    return rows, notes
+
+
 def one_round(
-    url: BrokerURL, args: argparse.Namespace, skip: set[str], workdir: Path
+    url: BrokerURL, args: argparse.Namespace, skip: set[str], workdir: Path, rnd: int = 0
 ) -> tuple[dict[str, dict[int, float]], dict[str, str]]:
     """Every measure once: at each QoS the C clients first, then the rest."""
     rows: dict[str, dict[int, float]] = {}
@@ -374,10 +425,12 @@ def one_round(
             rows.setdefault("aiomqtt 2.x raw loop", {})[qos] = asyncio.run(
                 raw_aiomqtt(url, qos, small, args.size)
             )
-        console.print(f"[dim]QoS {qos}: fast client[/]")
-        rows.setdefault("FastClient raw loop", {})[qos] = asyncio.run(
-            raw_fast(url, qos, args.n, args.size)
-        )
+        fast, fast_notes = fast_rows(url, args, qos, rnd, workdir)
+        for name, rate in fast.items():
+            rows.setdefault(name, {})[qos] = rate
+        notes.update(fast_notes)
+        if "load" in skip:
+            continue
         console.print(f"[dim]QoS {qos}: matchcast load --client fast[/]")
         res = asyncio.run(load_run(url, qos, args.n, args.size, "fast"))
         rows.setdefault("matchcast load --client fast", {})[qos] = float(res["rate"])  # type: ignore[arg-type]
@@ -388,7 +441,7 @@ def one_round(
         notes[f"load --probe-workers 1 qos{qos}"] = (
             f"lost {res['lost']}, dup {res['dup']}, p99 {res['p99']} ms"
         )
-    if "runner" not in skip:
+    if "runner" not in skip and not args.baseline:  # with one, fast_rows runs it on both
         console.print("[dim]consumer runner, fed by mosquitto_pub[/]")
         rc = asyncio.run(runner_rate_c_fed(url, args.n, args.size, workdir))
         rows[RUNNER_C] = {0: rc["rate"]}
@@ -400,6 +453,22 @@ def one_round(
         rows[RUNNER_LOAD] = {0: rr["rate"]}
         notes["runner (load-fed)"] = f"handled {rr['handled']:,}, gaps {rr['gaps']}"
     return rows, notes
+
+
+def print_against_baseline(rounds: list[dict[str, dict[int, float]]]) -> None:
+    """Each fast-client row against the baseline's row of the same round: median and range."""
+    for name in rounds[0]:
+        other = name.replace("FastClient", "baseline FastClient", 1)
+        if name.startswith("baseline") or other == name or other not in rounds[0]:
+            continue
+        for qos in (0, 1):
+            ratios = [rd[name][qos] / rd[other][qos] for rd in rounds
+                      if qos in rd.get(name, {}) and rd[other].get(qos)]  # fmt: skip
+            if ratios:
+                console.print(
+                    f"{name}, QoS {qos}: x baseline {median(ratios):.2f} "
+                    f"({min(ratios):.2f}-{max(ratios):.2f}) over {len(ratios)} rounds"
+                )
 
 
 def median(values: list[float]) -> float:
@@ -414,10 +483,24 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=100_000, help="messages per measurement")
     parser.add_argument("--size", type=int, default=300, help="payload bytes")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of every measure")
-    parser.add_argument("--skip", default="", help="comma list of: aiomqtt,runner,memory")
+    parser.add_argument("--skip", default="", help="comma list of: aiomqtt,load,runner,memory")
+    parser.add_argument(
+        "--fast-protocols",
+        nargs="+",
+        default=["auto"],
+        choices=["auto", "5", "3.1.1"],
+        help="the fast client's raw loop in each of these MQTT versions",
+    )
+    parser.add_argument(
+        "--baseline",
+        help="another fast client to measure beside this one, in turn, in every round: a copy "
+        "of its matchcast/transport/fastmqtt.py (git show REF:matchcast/transport/fastmqtt.py "
+        "> /tmp/base.py); its raw loop and C-fed runner rows are added",
+    )
     args = parser.parse_args()
     configure_logging("console", "ERROR")
     skip = set(filter(None, args.skip.split(",")))
+    args.skip_set = skip
     broker = None
     if args.broker:
         url = BrokerURL.parse(args.broker)
@@ -432,7 +515,7 @@ def main() -> int:
         rounds: list[dict[str, dict[int, float]]] = []
         for r in range(args.rounds):
             console.rule(f"round {r + 1} of {args.rounds}")
-            rows, notes = one_round(url, args, skip, workdir)
+            rows, notes = one_round(url, args, skip, workdir, r)
             rounds.append(rows)
             for name, vals in rows.items():
                 figures = ", ".join(
@@ -460,6 +543,8 @@ def main() -> int:
                           f"{min(ratios):.2f}-{max(ratios):.2f}"]  # fmt: skip
             table.add_row(*cells)
         console.print(table)
+        if args.baseline:
+            print_against_baseline(rounds)
         if "memory" not in skip:
             console.print("[dim]1,000 matches at --speed 600 --ramp 2[/]")
             mem = memory_1000(url)

@@ -11,6 +11,9 @@ from structlog.testing import capture_logs
 
 from events import BrokerError, Message, MessageProps, Topics
 from matchcast.transport.connection import BrokerURL
+from matchcast.transport.fast import codec5
+from matchcast.transport.fast.inbox import Inbox
+from matchcast.transport.fast.link import Link, WriteCounts
 from matchcast.transport.fastmqtt import FastClient
 from matchcast.transport.mqtt import MqttClient
 
@@ -162,7 +165,7 @@ async def test_a_batch_handler_gets_every_message_in_order(
         await sub.subscribe(topic, qos=qos)
         await pub.publish(topic, b"0", qos=1)
         async with asyncio.timeout(5):
-            while not sub._inbox:  # the first message waits for messages()
+            while not sub._inbox.queue:  # the first message waits for messages()
                 await asyncio.sleep(0.01)
         sub.set_batch_handler(handler)
         futures = [pub.publish_nowait(topic, b"%d" % i, qos, False) for i in range(1, 3000)]
@@ -177,16 +180,28 @@ async def test_a_batch_handler_gets_every_message_in_order(
     # shown deterministically below, on one read of known bytes.
 
 
-def test_one_read_of_many_packets_is_one_batch() -> None:
+async def test_one_read_of_many_packets_is_one_batch() -> None:
     """A read that brings N whole packets is handed over in one call, a split packet waits."""
-    client = FastClient(BrokerURL.parse("mqtt://127.0.0.1:1"))
+    inbox = Inbox()
+    link = Link(
+        BrokerURL.parse("mqtt://127.0.0.1:1"),
+        codec5.CODEC,
+        inbox,
+        set(),
+        WriteCounts(),
+        max_inflight=10,
+        keepalive=0,
+        timeout=1,
+    )
+    link.data_received(mqtt5.ConnAckPacket().write())
+    link.accept(await link.connack)
     batches: list[list[Message]] = []
-    client.set_batch_handler(batches.append)
+    inbox.set_handler(batches.append, "test")
     packets = [mqtt5.PublishPacket("t/x", b"%d" % i).write() for i in range(500)]
     data = b"".join(packets)
     cut = len(data) - 3  # the last packet arrives in two reads
-    client._on_data(data[:cut])
-    client._on_data(data[cut:])
+    link.data_received(data[:cut])
+    link.data_received(data[cut:])
     assert [len(b) for b in batches] == [499, 1]
     assert [m.payload for b in batches for m in b] == [b"%d" % i for i in range(500)]
 

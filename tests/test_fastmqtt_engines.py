@@ -68,8 +68,8 @@ async def test_the_will_and_a_resumed_session(engine_url: BrokerURL, topics: Top
         await watcher.subscribe(topics.status("r"), qos=1)
         doomed = FastClient(engine_url, protocol="3.1.1", will=will)
         await doomed.__aenter__()
-        assert doomed._transport is not None
-        doomed._transport.abort()
+        assert doomed._link is not None and doomed._link.transport is not None
+        doomed._link.transport.abort()
         [m] = await _collect(watcher, 1)
         assert m.payload == b"offline"
 

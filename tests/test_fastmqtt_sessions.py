@@ -20,9 +20,10 @@ from events import (
     Topics,
 )
 from matchcast.testbroker import FaultProxy, Mosquitto, mosquitto_binary
-from matchcast.transport import fastmqtt, mqtt311
+from matchcast.transport import mqtt311
 from matchcast.transport.broker import free_port
 from matchcast.transport.connection import BrokerURL, WillSpec
+from matchcast.transport.fast.connect import PROTOCOL_OF
 from matchcast.transport.fastmqtt import FastClient
 
 pytestmark = pytest.mark.mosquitto
@@ -74,7 +75,7 @@ async def fake_broker(handler: Handler) -> AsyncIterator[BrokerURL]:
 
     server = await asyncio.start_server(accept, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    fastmqtt._PROTOCOL_OF.pop(("127.0.0.1", port), None)
+    PROTOCOL_OF.pop(("127.0.0.1", port), None)
     try:
         yield BrokerURL("127.0.0.1", port)
     finally:
@@ -82,7 +83,7 @@ async def fake_broker(handler: Handler) -> AsyncIterator[BrokerURL]:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        fastmqtt._PROTOCOL_OF.pop(("127.0.0.1", port), None)
+        PROTOCOL_OF.pop(("127.0.0.1", port), None)
 
 
 async def read_packet(reader: asyncio.StreamReader) -> bytes:
@@ -182,8 +183,8 @@ async def test_the_will_is_published_when_the_client_vanishes(
         await watcher.subscribe(topics.status("+"), qos=1)
         doomed = FastClient(mosquitto_url, protocol=protocol, will=will)  # type: ignore[arg-type]
         await doomed.__aenter__()
-        assert doomed._transport is not None
-        doomed._transport.abort()  # a crash: no DISCONNECT
+        assert doomed._link is not None and doomed._link.transport is not None
+        doomed._link.transport.abort()  # a crash: no DISCONNECT
         [m] = await _collect(watcher, 1)
     assert (m.topic, m.payload) == (will.topic, will.payload)
 

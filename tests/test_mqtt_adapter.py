@@ -5,8 +5,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from events import MessageProps
+from matchcast.transport.aiomqtt_private import encode_properties
 from matchcast.transport.connection import BrokerURL
-from matchcast.transport.mqtt import _properties
 
 
 @pytest.mark.parametrize(
@@ -30,7 +30,7 @@ def test_our_property_encoding_equals_paho(props: MessageProps) -> None:
         reference.MessageExpiryInterval = props.message_expiry
     if props.user:
         reference.UserProperty = list(props.user)
-    ours = _properties(props)
+    ours = encode_properties(props)
     assert ours is not None
     assert ours.pack() == reference.pack()
 

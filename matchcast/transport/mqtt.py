@@ -1,4 +1,4 @@
-"""The one module that talks to the MQTT client library (aiomqtt 2.x).
+"""The aiomqtt client: the module that talks to the MQTT client library (aiomqtt 2.x).
 
 :class:`MqttClient` implements the :class:`events.Publisher` and :class:`events.MessageSource`
 protocols the rest of matchcast is written against. It connects with MQTT 5 and falls back to
@@ -6,16 +6,18 @@ protocols the rest of matchcast is written against. It connects with MQTT 5 and 
 expiry, user properties) are sent where the broker speaks them and dropped where it does not.
 
 What it connects to, the broker URL with its credentials and TLS options, is
-:mod:`matchcast.transport.connection`, which both clients share.
+:mod:`matchcast.transport.connection`, which both clients share. What aiomqtt 2 keeps to
+itself (the session-present flag, a publish's reason code, the loss of a connection) is learnt
+through paho's public callbacks in :mod:`matchcast.transport.aiomqtt_private`, the one module
+that reaches into aiomqtt's private parts; publishes go through paho's ``publish()`` there, for
+their message id and reason code.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import ssl
-import typing
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
@@ -24,8 +26,6 @@ from typing import Any, Literal, Self
 import aiomqtt
 import structlog
 from aiomqtt.exceptions import MqttConnectError
-from paho.mqtt.packettypes import PacketTypes
-from paho.mqtt.properties import Properties
 
 from events import (
     BrokerError,
@@ -35,6 +35,11 @@ from events import (
     PublishRefusedError,
     SubscribeDroppedError,
     SubscribeRefusedError,
+)
+from matchcast.transport.aiomqtt_private import (
+    PahoHooks,
+    connect_properties,
+    encode_properties,
 )
 from matchcast.transport.connection import (
     SUBSCRIBE_DROP_WINDOW_S,
@@ -64,10 +69,11 @@ _V5_SUPPORT: dict[tuple[str, int], bool] = {}
 V5_CONNACK_TIMEOUT = 3.0
 
 
-def _abandon(client: aiomqtt.Client) -> None:
-    """Close the socket of a client whose CONNECT failed (aiomqtt leaves it open)."""
-    with contextlib.suppress(Exception):
-        client._client._sock_close()  # paho has no public way for this
+def _abandon(hooks: PahoHooks) -> None:
+    """Close the socket of a client whose CONNECT failed, which aiomqtt leaves open: paho's
+    public ``disconnect()`` sends a DISCONNECT and closes the socket once it is written."""
+    with contextlib.suppress(OSError, ValueError):
+        hooks.paho.disconnect()
 
 
 def _connect_failure(
@@ -86,105 +92,6 @@ def _connect_failure(
         f"no CONNACK to MQTT {version} within {timeout:g}s: is this port an MQTT listener, "
         "and is the broker overloaded?"
     )
-
-
-def _vbi(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        n, digit = divmod(n, 128)
-        out.append(digit | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _utf8(text: str) -> bytes:
-    raw = text.encode()
-    return len(raw).to_bytes(2, "big") + raw
-
-
-class _PackedProperties(Properties):
-    """PUBLISH properties encoded once, by us.
-
-    paho only ever calls ``pack()`` on the properties of a publish, and its generic packer
-    costs about 35 us a message: as much as the rest of the publish path. The encoding is
-    MQTT 5 section 2.2.2: a variable byte integer length, then identifier + value pairs.
-    """
-
-    def __init__(self, packed: bytes) -> None:
-        object.__setattr__(self, "packetType", PacketTypes.PUBLISH)
-        object.__setattr__(self, "_packed", packed)
-
-    def pack(self) -> bytes:
-        """The encoded properties, length prefix included."""
-        packed: bytes = object.__getattribute__(self, "_packed")
-        return packed
-
-
-_CONTENT_TYPE, _EXPIRY, _USER = 0x03, 0x02, 0x26
-
-
-def _properties(props: MessageProps | None) -> Properties | None:
-    if props is None:
-        return None
-    body = bytearray()
-    if props.message_expiry is not None:
-        body += bytes([_EXPIRY]) + props.message_expiry.to_bytes(4, "big")
-    if props.content_type:
-        body += bytes([_CONTENT_TYPE]) + _utf8(props.content_type)
-    for key, value in props.user:
-        body += bytes([_USER]) + _utf8(key) + _utf8(value)
-    return _PackedProperties(_vbi(len(body)) + bytes(body))
-
-
-#: The message ids of the publish running in this task (aiomqtt does not return them).
-_PUBLISH_MIDS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
-    "matchcast_publish_mids", default=None
-)
-
-
-def _note_session_present(client: aiomqtt.Client, note: Callable[[bool], None]) -> None:
-    """Tell ``note`` the CONNACK's session-present flag: aiomqtt 2 keeps it to itself, and a
-    consumer must know whether what was published while it was away comes queued."""
-    paho_client = client._client
-    on_connect: Callable[..., None] | None = paho_client.on_connect
-    assert on_connect is not None
-
-    def on_connect_noting(c: Any, userdata: Any, flags: Any, *rest: Any) -> None:
-        note(bool(getattr(flags, "session_present", False)))
-        on_connect(c, userdata, flags, *rest)
-
-    paho_client.on_connect = on_connect_noting
-
-
-def _watch_refusals(client: aiomqtt.Client, refused: dict[int, tuple[int, str]]) -> None:
-    """Keep the reason code of every publish the broker refuses.
-
-    aiomqtt 2 drops the PUBACK's reason code, so a refused publish (the ACL's 0x87) would look
-    delivered. paho's publish and on_publish are wrapped: the first tells the running
-    :meth:`MqttClient.publish` its message id, the second notes a failure code for it.
-    """
-    paho_client = client._client
-    publish = paho_client.publish
-    on_publish: Callable[..., None] | None = paho_client.on_publish
-    assert on_publish is not None
-
-    def publish_noting_mid(*args: Any, **kwargs: Any) -> Any:
-        info = publish(*args, **kwargs)
-        refused.pop(info.mid, None)  # a reused id: any earlier outcome is not this one's
-        mids = _PUBLISH_MIDS.get()
-        if mids is not None:
-            mids.append(info.mid)
-        return info
-
-    def on_publish_noting_refusal(
-        c: Any, userdata: Any, mid: int, reason_code: Any, properties: Any
-    ) -> None:
-        if getattr(reason_code, "is_failure", False):
-            refused[mid] = (int(reason_code.value), str(reason_code))
-        on_publish(c, userdata, mid, reason_code, properties)
-
-    paho_client.publish = publish_noting_mid  # type: ignore[method-assign]
-    paho_client.on_publish = on_publish_noting_refusal
 
 
 class MqttClient:
@@ -253,13 +160,12 @@ class MqttClient:
         #: The connect wait of the attempt under way (:attr:`Attempt.timeout`).
         self._attempt_timeout = connect_timeout
         self._max_inflight = max_inflight
-        #: Message ids the broker refused (MQTT 5 reason >= 0x80), until their publish sees it.
-        self._refused: dict[int, tuple[int, str]] = {}
         try:
             self._tls = [tls_context if tls_context is not None else u.context() for u in self.urls]
         except ValueError as err:
             raise BrokerError(describe(self.urls), str(err)) from err
         self._client: aiomqtt.Client | None = None
+        self._hooks: PahoHooks | None = None
         self.protocol_version: Literal["5", "3.1.1"] | None = None
 
     @property
@@ -267,7 +173,7 @@ class MqttClient:
         """The broker list as shown in logs and errors (passwords hidden)."""
         return describe(self.urls)
 
-    def _make(self, index: int, version: Literal["5", "3.1.1"]) -> aiomqtt.Client:
+    def _make(self, index: int, version: Literal["5", "3.1.1"]) -> tuple[aiomqtt.Client, PahoHooks]:
         url = self.urls[index]
         v5 = version == "5"
         will = None
@@ -275,10 +181,6 @@ class MqttClient:
             will = aiomqtt.Will(
                 self._will.topic, self._will.payload, self._will.qos, self._will.retain
             )
-        props = None
-        if v5 and self._session_expiry is not None:
-            props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-            props.SessionExpiryInterval = self._session_expiry
         kwargs: dict[str, Any] = {}
         if v5:
             kwargs["clean_start"] = self.session.clean_start
@@ -299,17 +201,11 @@ class MqttClient:
             ),
             keepalive=self._keepalive,
             max_inflight_messages=self._max_inflight,
-            properties=props,
+            properties=connect_properties(self._session_expiry) if v5 else None,
             tls_context=self._tls[index],
             **kwargs,
         )
-        client.pending_calls_threshold = 1_000_000  # we bound in-flight calls ourselves
-        _watch_refusals(client, self._refused)
-        _note_session_present(client, self._note_session)
-        return client
-
-    def _note_session(self, present: bool) -> None:
-        self.session.present = present
+        return client, PahoHooks(client, str(url), self._timeout)
 
     async def _probe_v5(self, index: int) -> bool:
         """Whether the broker accepts MQTT 5, asked once per broker address.
@@ -379,11 +275,11 @@ class MqttClient:
             versions = ["5", "3.1.1"]
         v5_failure = ""
         for version in versions:
-            client = self._make(index, version)
+            client, hooks = self._make(index, version)
             try:
                 await client.__aenter__()
             except MqttConnectError as err:
-                _abandon(client)
+                _abandon(hooks)
                 refused_v5 = version == "5" and "protocol" in str(err.rc).lower()
                 if refused_v5 and self._protocol == "auto":
                     self._v311_only(key)
@@ -399,7 +295,7 @@ class MqttClient:
                     str(url), f"connection refused (CONNACK: {err.rc}){connect_hint(err)}"
                 ) from err
             except aiomqtt.MqttError as err:
-                _abandon(client)
+                _abandon(hooks)
                 timed_out = "timed out" in str(err).lower()
                 if version == "5" and self._protocol == "auto" and timed_out:
                     # RabbitMQ 3.x crashes on a v5 CONNECT and never answers it.
@@ -412,8 +308,10 @@ class MqttClient:
                 _V5_SUPPORT[key] = True
             elif v5_failure:
                 self._v311_only(key)
-            client.timeout = self._timeout  # a short connect wait is not a short publish wait
-            self._client = client
+            client.timeout = self._timeout  # a short connect wait is not a short subscribe wait
+            self._client, self._hooks = client, hooks
+            hooks.connected()
+            self.session.present = hooks.session_present
             self.protocol_version = version
             _log.debug(
                 "broker.connected", broker=str(url), protocol=version, client_id=self.client_id
@@ -434,7 +332,7 @@ class MqttClient:
     @property
     def session_resumed(self) -> bool:
         """See :attr:`matchcast.transport.failover.Session.resumed` (aiomqtt keeps the
-        CONNACK's flag to itself: :func:`_note_session_present`)."""
+        CONNACK's flag to itself: :class:`matchcast.transport.aiomqtt_private.PahoHooks`)."""
         return self.session.resumed
 
     def start_clean(self) -> None:
@@ -452,15 +350,11 @@ class MqttClient:
     async def wait_lost(self) -> None:
         """Return when the current connection is lost (not when we close it ourselves).
 
-        aiomqtt leaves an unacknowledged publish waiting for its full timeout after the
-        connection is gone; a caller with publishes in flight races them against this to learn
-        of the loss at once.
-
         Raises:
             BrokerError: always, once the connection is lost.
         """
         client = self._c
-        lost = client._disconnected  # aiomqtt 2.x exposes no public signal for this
+        lost = self._h.lost
         try:
             await asyncio.shield(lost)
         except aiomqtt.MqttError as err:
@@ -490,7 +384,7 @@ class MqttClient:
             self._generation += 1
 
     async def _replace(self, same_node_first: bool = False) -> None:
-        old, self._client = self._client, None
+        old, self._client, self._hooks = self._client, None, None
         if old is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(old.__aexit__(None, None, None), timeout=1)
@@ -522,7 +416,7 @@ class MqttClient:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        client, self._client = self._client, None
+        client, self._client, self._hooks = self._client, None, None
         if client is not None:
             with contextlib.suppress(aiomqtt.MqttError):
                 await client.__aexit__(exc_type, exc, tb)
@@ -532,6 +426,12 @@ class MqttClient:
         if self._client is None:
             raise BrokerError(str(self.url), "not connected")
         return self._client
+
+    @property
+    def _h(self) -> PahoHooks:
+        if self._hooks is None:
+            raise BrokerError(str(self.url), "not connected")
+        return self._hooks
 
     @property
     def is_v5(self) -> bool:
@@ -554,19 +454,13 @@ class MqttClient:
                 drops a refused publish without telling).
             BrokerError: the connection is gone or the publish timed out.
         """
-        properties = _properties(props) if self.is_v5 else None
-        mids: list[int] = []
-        token = _PUBLISH_MIDS.set(mids)
+        properties = encode_properties(props) if self.is_v5 else None
         try:
-            await self._c.publish(topic, payload, qos=qos, retain=retain, properties=properties)
-        except aiomqtt.MqttError as err:
+            reason = await self._h.publish(topic, payload, qos, retain, properties)
+        except ValueError as err:  # paho: a topic or payload it cannot send
             raise BrokerError(str(self.url), f"publish to {topic!r} failed: {err}") from err
-        finally:
-            _PUBLISH_MIDS.reset(token)
-        for mid in mids:
-            refused = self._refused.pop(mid, None)
-            if refused is not None:
-                raise PublishRefusedError(str(self.url), topic, *refused)
+        if reason.is_failure:
+            raise PublishRefusedError(str(self.url), topic, int(reason.value), str(reason))
 
     async def publish_refusal(
         self, topic: str, payload: bytes, *, props: MessageProps | None = None
@@ -579,34 +473,10 @@ class MqttClient:
         Raises:
             BrokerError: the connection is gone or no acknowledgement came.
         """
-        if not self.is_v5:
-            await self.publish(topic, payload, qos=1, props=props)
-            return None
-        paho_client = self._c._client
-        original = paho_client.on_publish
-        reasons: dict[int, Any] = {}
-        acked = asyncio.Event()
-
-        def on_publish(client: Any, userdata: Any, mid: int, reason: Any, properties: Any) -> None:
-            reasons[mid] = reason
-            acked.set()
-            if original is not None:
-                typing.cast("Any", original)(client, userdata, mid, reason, properties)
-
-        paho_client.on_publish = on_publish
         try:
-            info = paho_client.publish(topic, payload, 1, False, _properties(props))
-            async with asyncio.timeout(10):
-                while info.mid not in reasons:
-                    acked.clear()
-                    await acked.wait()
-        except TimeoutError as err:
-            raise BrokerError(str(self.url), f"no acknowledgement of {topic!r}") from err
-        finally:
-            paho_client.on_publish = original
-        reason = reasons[info.mid]
-        if getattr(reason, "is_failure", False):
-            return f"{reason} (0x{int(reason.value):02x})"
+            await self.publish(topic, payload, qos=1, props=props)
+        except PublishRefusedError as err:
+            return f"{err.name} (0x{err.code:02x})"
         return None
 
     async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
@@ -624,7 +494,7 @@ class MqttClient:
         client = self._c
         loop = asyncio.get_running_loop()
         sent = loop.time()
-        lost = client._disconnected  # aiomqtt 2.x exposes no public signal for this
+        lost = self._h.lost
         if lost.done():
             raise ConnectionLostError(
                 str(self.url), f"subscribe to {topic_filter!r}: connection lost"

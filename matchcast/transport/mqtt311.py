@@ -5,6 +5,9 @@ The Rust ``mqtt5`` codec speaks MQTT 5 only, and the engines people cluster (NAT
 this module. Each packet of the 3.1.1 standard (OASIS, 2014) is a small named tuple with an
 ``encode()``; :func:`frame` finds the next whole packet in a buffer and :func:`decode` turns
 it into one of them. :func:`encode_publish` and :func:`decode_publish` are the hot path.
+:func:`encode_varint` and :func:`encode_string`, MQTT's data types (the same in MQTT 5), also
+encode the aiomqtt client's MQTT 5 PUBLISH properties
+(:mod:`matchcast.transport.aiomqtt_private`).
 
 Strict: anything the standard calls malformed (a reserved flag bit set, QoS 3, a length
 that does not add up, a remaining length past four bytes, invalid UTF-8 or U+0000 in a
@@ -55,6 +58,8 @@ __all__ = [
     "decode",
     "decode_publish",
     "encode_publish",
+    "encode_string",
+    "encode_varint",
     "frame",
 ]
 
@@ -76,7 +81,13 @@ class MalformedPacketError(ValueError):
     """Bytes that are not a well-formed MQTT 3.1.1 packet; the message says what is wrong."""
 
 
-def _vbi(n: int) -> bytes:
+def encode_varint(n: int) -> bytes:
+    """A variable byte integer (a packet's remaining length; in MQTT 5 also a property
+    length), 1-4 bytes.
+
+    Raises:
+        ValueError: past what four bytes can say.
+    """
     if not 0 <= n <= MAX_REMAINING:
         raise ValueError(f"packet too large: {n} bytes (MQTT's limit is {MAX_REMAINING})")
     if n < 128:
@@ -89,7 +100,12 @@ def _vbi(n: int) -> bytes:
             return bytes(out)
 
 
-def _str(text: str) -> bytes:
+def encode_string(text: str) -> bytes:
+    """A UTF-8 string: two bytes of length, then the bytes.
+
+    Raises:
+        ValueError: longer than 65535 bytes.
+    """
     raw = text.encode()
     if len(raw) > 0xFFFF:
         raise ValueError(f"string of {len(raw)} bytes: MQTT's limit is 65535")
@@ -103,7 +119,7 @@ def _bin(data: bytes) -> bytes:
 
 
 def _packet(first: int, body: bytes) -> bytes:
-    return bytes((first,)) + _vbi(len(body)) + body
+    return bytes((first,)) + encode_varint(len(body)) + body
 
 
 def _pid(pid: int) -> bytes:
@@ -134,15 +150,15 @@ class Connect(NamedTuple):
     def encode(self) -> bytes:
         """The packet's bytes."""
         flags = 0x02 if self.clean_session else 0
-        tail = [_str(self.client_id)]
+        tail = [encode_string(self.client_id)]
         if self.will is not None:
             if not 0 <= self.will.qos <= 2:
                 raise ValueError(f"will QoS {self.will.qos} is not 0, 1 or 2")
             flags |= 0x04 | self.will.qos << 3 | (0x20 if self.will.retain else 0)
-            tail += [_str(self.will.topic), _bin(self.will.payload)]
+            tail += [encode_string(self.will.topic), _bin(self.will.payload)]
         if self.username is not None:
             flags |= 0x80
-            tail.append(_str(self.username))
+            tail.append(encode_string(self.username))
         if self.password is not None:
             if self.username is None:
                 raise ValueError("MQTT 3.1.1 sends a password only with a user name")
@@ -238,7 +254,7 @@ class Subscribe(NamedTuple):
         for flt, qos in self.filters:
             if not 0 <= qos <= 2:
                 raise ValueError(f"QoS {qos} is not 0, 1 or 2")
-            parts += [_str(flt), bytes((qos,))]
+            parts += [encode_string(flt), bytes((qos,))]
         return _packet(0x82, b"".join(parts))
 
 
@@ -263,7 +279,9 @@ class Unsubscribe(NamedTuple):
         """The packet's bytes."""
         if not self.filters:
             raise ValueError("an UNSUBSCRIBE needs at least one topic filter")
-        return _packet(0xA2, _pid(self.packet_id) + b"".join(_str(f) for f in self.filters))
+        return _packet(
+            0xA2, _pid(self.packet_id) + b"".join(encode_string(f) for f in self.filters)
+        )
 
 
 class _Empty(NamedTuple):
@@ -325,7 +343,7 @@ def encode_publish(
         pid = b""
     first = 0x30 | qos << 1 | (1 if retain else 0) | (0x08 if dup else 0)
     n = 2 + len(raw) + len(pid) + len(payload)
-    return b"".join((bytes((first,)), _vbi(n), _str(topic), pid, payload))
+    return b"".join((bytes((first,)), encode_varint(n), encode_string(topic), pid, payload))
 
 
 def frame(buf: bytes, off: int = 0) -> tuple[int, int, int] | None:
