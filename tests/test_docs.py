@@ -151,11 +151,6 @@ def test_relative_links_lead_to_files_and_their_headings() -> None:
     assert broken == [], "\n".join(broken)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="matchcast/contract/wire_docs.py links the status and the control reply to "
-    "#matchplayback but renders no MatchPlayback heading (fix in the generator's _status)",
-)
 def test_the_generated_wire_format_links_lead_to_its_headings() -> None:
     checked, broken = _broken_links([WIRE_FORMAT])
     assert checked > 20, checked

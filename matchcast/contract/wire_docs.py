@@ -428,6 +428,8 @@ def _status() -> list[str]:
         *_field_table(ReplayerStatus.model_json_schema()),
         "",
         *_json_block("status", example_status("online").model_dump_json().encode()),
+        "",
+        *_shared_types(ReplayerStatus.model_json_schema()["$defs"], ["MatchPlayback"]),
     ]
 
 
