@@ -39,6 +39,17 @@ HOMONYMS: dict[str, tuple[int, str]] = {
         2,
         "a simulated match's home team (a FIFA code), a StatsBomb import's home team name",
     ),
+    "--list": (2, "the subscribers consume can run, the scenarios of verify"),
+    "--report": (
+        2,
+        "the load test's report (load, load merge: one factory), verify's results: JSON files "
+        "of two kinds",
+    ),
+    "--timeout": (
+        2,
+        "how long control waits for the replayer's answer, how long verify waits for the "
+        "consumer after each scenario",
+    ),
     "--date": (
         2,
         "the kickoff date written into a simulated match, a StatsBomb match's date "

@@ -21,7 +21,8 @@ __all__ = ["EXAMPLES", "EXIT_CODES", "app", "command", "main"]
 
 EXIT_CODES = (
     "Exit codes: 0 done; 1 a runtime failure (an unreachable broker); 2 bad input (arguments, "
-    "match files); 3 a load test's --check or --verify-state failed, or nothing was delivered; "
+    "match files); 3 a load test's --check or --verify-state failed, or nothing was delivered, "
+    "or a verify scenario failed; "
     "130 interrupted. Ctrl-C is how watch, web, consume and broker end (exit 0); it interrupts "
     "demo, replay and load (exit 130). clear exits 1 when its question is answered no."
 )
@@ -74,6 +75,7 @@ EXAMPLES: dict[str, str] = {
     "web": "matchcast web --broker mqtt://127.0.0.1:1883 --port 8000",
     "clear": "matchcast clear --broker mqtt://127.0.0.1:1883 --match wc2026-sf-arg-eng --yes",
     "control": "MATCHCAST_USERNAME=operator matchcast control seek 85 --broker mqtt://127.0.0.1:1883",
+    "verify": "matchcast verify --consumer my-app -b mqtt://127.0.0.1:1883 --junit verify.xml",
 }
 
 
@@ -132,6 +134,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "matchcast.cli.load",
     "matchcast.cli.matches",
     "matchcast.cli.web",
+    "matchcast.cli.verify",
 )
 
 

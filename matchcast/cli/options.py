@@ -11,7 +11,9 @@ is :data:`events.LOAD_ROOT`).
 
 from __future__ import annotations
 
+import copy
 import re
+import typing
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -63,10 +65,13 @@ __all__ = [
     "TlsInsecureOpt",
     "TruthOpt",
     "VerboseOpt",
+    "VerifySeedOpt",
+    "VerifySpeedOpt",
     "WebDemoFromOpt",
     "WebDemoSpeedOpt",
     "check_start",
     "connection_options",
+    "in_panel",
     "load_matches",
     "load_sources",
     "match_filter",
@@ -235,6 +240,9 @@ WebDemoSpeedOpt = Annotated[
     str, _speed_option("With --demo: match seconds per wall second, or 'max'.")
 ]
 LoadSpeedOpt = Annotated[str, _speed_option("Match seconds per wall second per match, or max.")]
+VerifySpeedOpt = Annotated[
+    str, _speed_option("Match seconds per wall second of each scenario, or 'max'.")
+]
 
 
 def _from_option(help_text: str) -> Any:
@@ -261,8 +269,15 @@ ChaosOpt = Annotated[
         show_default=False,
     ),
 ]
-SeedOpt = Annotated[
-    int, typer.Option("--seed", help="Seed of --chaos: the same seed, the same faults.")
+
+
+def _seed_option(help_text: str) -> Any:
+    return typer.Option("--seed", help=help_text)
+
+
+SeedOpt = Annotated[int, _seed_option("Seed of --chaos: the same seed, the same faults.")]
+VerifySeedOpt = Annotated[
+    int, _seed_option("Seed of the scenarios' faults: the same seed, the same battery.")
 ]
 ChaosLogOpt = Annotated[
     Path | None,
@@ -272,6 +287,17 @@ TruthOpt = Annotated[
     Path | None,
     typer.Option("--truth", help="Write the true final state of each match to this JSON file."),
 ]
+
+
+def in_panel(option: Any, panel: str) -> Any:
+    """The typer option of ``option`` (an ``...Opt`` above), listed under ``panel`` in one
+    command's help (typer's ``rich_help_panel``); the declaration stays the one above::
+
+        broker: Annotated[str | None, in_panel(BrokerOpt, "Connection")] = None
+    """
+    info = copy.copy(typing.get_args(option)[1])
+    info.rich_help_panel = panel
+    return info
 
 
 # ---------------------------------------------------------------- checks
