@@ -221,10 +221,11 @@ def first_divergence(
     A report is in step when each of those fields says what the truth said at some point
     between the last report in step and the newest state published before it arrived (the
     consumer may lag), or exactly at the report's ``run`` and ``last_seq`` where it says
-    them. The first report out of step parts where the truth moved away from what the
-    consumer said before (it missed a change), or, if the truth did not move, where the
-    report came (it moved on its own). When every report is in step, the consumer parts
-    where the truth last moved away from its last report. None without a truth or a report.
+    them (never back before the last report in step). The first report out of step parts
+    where the truth moved away from what the consumer said before (it missed a change), or,
+    if the truth did not move, where the report came (it moved on its own). When every
+    report is in step, the consumer parts where the truth last moved away from its last
+    report. None without a truth or a report.
     """
     if not truth or not reports:
         return None
@@ -235,7 +236,7 @@ def first_divergence(
     for fed, fields in reports:
         hi = bisect.bisect_left(indices, fed) - 1
         exact = at.get((fields.get("run", -1), fields.get("last_seq", -1)))
-        if exact is not None:
+        if exact is not None and exact >= floor:  # not back before a report in step
             lo, hi = exact, exact
         elif hi < 0:
             continue  # before the first state: nothing to hold it to

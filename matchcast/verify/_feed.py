@@ -1,8 +1,8 @@
 """A scenario's stream: played by the replayer (and its chaos), every message noted as it goes.
 
 Nothing here sends a message of its own making: the replayer sends the match (under the
-scenario's chaos, from its start minute, or in two runs for a seek), and a straggler is a
-message the replayer sent, sent again byte for byte. :class:`Tap` stands between the replayer
+scenario's chaos, from its start minute, or in two runs for a seek), and a straggler is
+messages the replayer sent, sent again byte for byte. :class:`Tap` stands between the replayer
 and the connection and notes every publish in order, with when it was handed over: what the
 consumer could have seen by the time a report of it arrived.
 """
@@ -207,15 +207,7 @@ async def play(
     truth = report.truth or report.final_state
     assert truth is not None  # a replay that ran to its end says where it ended
     if scenario.straggler:
-        goal = next(s for s in reversed(tap.sent[first:]) if s.type == "goal")
-        steps.append(
-            Step(
-                len(tap.sent),
-                f"after full time (seq {truth.last_seq}), the goal of seq {goal.seq} "
-                f"({goal.clock}) is sent again",
-            )
-        )
-        await tap.publish(topics.events(match.match_id), goal.payload, qos=options.qos)
+        steps.append(await _straggle(tap, topics, first, truth, options.qos))
     log.info("scenario.played", messages=len(tap.sent) - first, score=truth.scoreline)
     return Played(
         match_id=match.match_id,
@@ -228,3 +220,23 @@ async def play(
         end=len(tap.sent),
         sent=tap.sent[first:],
     )
+
+
+async def _straggle(tap: Tap, topics: Topics, first: int, truth: MatchState, qos: int) -> Step:
+    """After full time, the last goal again and, after it, the snapshot from before it (not
+    retained, as a broker's session queue redelivers): a late repeat and a stale snapshot."""
+    sent = tap.sent[first:]
+    goal = next(s for s in reversed(sent) if s.type == "goal")
+    older = next(
+        s
+        for s in sent
+        if s.kind == "state" and s.retain and (s.run, s.seq) == (goal.run, goal.seq - 1)
+    )
+    step = Step(
+        len(tap.sent),
+        f"after full time (seq {truth.last_seq}), the goal of seq {goal.seq} ({goal.clock}) "
+        f"and the snapshot of seq {older.seq} are sent again",
+    )
+    await tap.publish(topics.events(truth.match_id), goal.payload, qos=qos)
+    await tap.publish(topics.state(truth.match_id), older.payload, qos=qos)
+    return step

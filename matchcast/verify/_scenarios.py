@@ -42,7 +42,7 @@ class Scenario:
         chaos: a ``--chaos`` SPEC (docs/chaos.md); ``{burst_s}`` is filled in from the speed.
         start: the stream starts at this minute: the state there first (a late join).
         seek: ``(at, to)``: at minute ``at`` the replayer seeks back to ``to``, a new run.
-        straggler: after full time, the last goal is sent again.
+        straggler: after full time, the last goal and the snapshot before it are sent again.
     """
 
     name: str
@@ -113,7 +113,11 @@ SCENARIOS: tuple[Scenario, ...] = (
         "from 60' every message is held, then all released at once",
         chaos="burst=60:{burst_s}",
     ),
-    Scenario("straggler", "full time, then the last goal arrives again", straggler=True),
+    Scenario(
+        "straggler",
+        "full time, then the last goal and an older snapshot arrive again",
+        straggler=True,
+    ),
 )
 
 

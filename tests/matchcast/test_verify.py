@@ -275,3 +275,15 @@ def test_the_json_report_keeps_the_divergence_the_cause_and_every_report() -> No
     assert bad["cause"]["fault"] == "duplicate"
     assert bad["every_report"][0]["fields"]["score"] == {"NED": 4, "JPN": 2}
     json.dumps(out)  # all of it JSON
+
+
+def test_a_report_that_goes_back_to_an_older_state_is_out_of_step() -> None:
+    """A consumer that takes a stale snapshot after the end says an old state exactly: it
+    moved back on its own, where that report came."""
+    reports = [
+        (11, {"run": 1, "last_seq": 5, "score": {"A": 1, "B": 1}}),
+        (12, {"run": 1, "last_seq": 2, "score": {"A": 1, "B": 0}}),
+    ]
+    d = first_divergence(TRUTH, reports, ["score"])
+    assert d is not None
+    assert (d.seq, d.how, d.reported, d.index) == (5, "moved", {"A": 1, "B": 0}, 11)

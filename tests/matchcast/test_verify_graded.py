@@ -127,6 +127,34 @@ async def test_the_fixed_keeper_passes_every_scenario(
     assert all(r.reports for r in verdict.results)
 
 
+class Mirror:
+    """Not a consumer of the events: the score of the last snapshot that came, whatever it is."""
+
+    def __init__(self) -> None:
+        self.score: dict[str, dict[str, int]] = {}
+
+    def feed(self, topic: str, payload: bytes) -> None:
+        if topic.endswith("/state"):
+            state = json.loads(payload)
+            self.score[state["match_id"]] = state["score"]
+
+    def scores(self) -> dict[str, dict[str, int]]:
+        return self.score
+
+
+async def test_a_consumer_that_only_mirrors_the_snapshots_fails_on_a_stale_one_at_the_end(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    options = VerifyOptions(
+        "mirror", topics, scenarios=("clean", "stale-snapshot", "straggler"), speed=None
+    )
+    async with _consumer(Mirror(), mosquitto_url, topics, "mirror"), FastClient(mosquitto_url) as c:
+        verdict = await run_verify(c, options)
+    failed = {r.scenario.name: r for r in verdict.results if not r.passed}
+    assert set(failed) == {"straggler"}, {n: r.reason for n, r in failed.items()}
+    assert _kind(failed["straggler"].cause) == "step"
+
+
 async def test_a_consumer_that_never_reports_fails_saying_so_without_waiting_twice(
     mosquitto_url: BrokerURL, topics: Topics
 ) -> None:
