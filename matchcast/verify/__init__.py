@@ -25,7 +25,7 @@ from matchcast.verify._output import (
     scorecard,
     summary,
 )
-from matchcast.verify._reports import Report, Reports, read_report
+from matchcast.verify._reports import MAX_REPORTS, Report, Reports, read_report
 from matchcast.verify._run import (
     DEFAULT_SPEED,
     SETTLE_S,
@@ -49,6 +49,7 @@ __all__ = [
     "DEFAULT_SPEED",
     "IGNORED_FIELDS",
     "MATCH_FILE",
+    "MAX_REPORTS",
     "REPORT_FORMAT",
     "SCENARIOS",
     "SETTLE_S",

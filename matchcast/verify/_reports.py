@@ -21,7 +21,11 @@ import structlog
 
 from events import MAX_PAYLOAD_BYTES, Message, MessageSource, Topics
 
-__all__ = ["Report", "Reports", "read_report"]
+__all__ = ["MAX_REPORTS", "Report", "Reports", "read_report"]
+
+#: Reports kept per match (a honest consumer sends one per change: a few hundred). Past it, each
+#: new report replaces the last one kept, so the latest is always there to be judged.
+MAX_REPORTS = 10_000
 
 _log = structlog.get_logger("matchcast.verify")
 
@@ -84,6 +88,7 @@ class Reports:
         self.by_match: dict[str, list[Report]] = {}
         self.changed = asyncio.Event()
         self.watched: set[str] = set()
+        self.capped: set[str] = set()  # matches past MAX_REPORTS
 
     def of(self, match_id: str) -> list[Report]:
         """The reports on ``match_id``, oldest first."""
@@ -114,7 +119,14 @@ class Reports:
         if problem is not None:
             _log.warning("report.rejected", topic=message.topic, reason=problem)
         report = Report(self.clock(), self.fed(), fields, problem)
-        self.by_match.setdefault(ids["match_id"], []).append(report)
+        kept = self.by_match.setdefault(ids["match_id"], [])
+        if len(kept) < MAX_REPORTS:
+            kept.append(report)
+        else:
+            if ids["match_id"] not in self.capped:
+                self.capped.add(ids["match_id"])
+                _log.warning("reports.capped", match_id=ids["match_id"], kept=MAX_REPORTS)
+            kept[-1] = report
         self.changed.set()
 
     async def follow(self, source: MessageSource) -> None:

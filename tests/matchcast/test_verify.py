@@ -287,3 +287,22 @@ def test_a_report_that_goes_back_to_an_older_state_is_out_of_step() -> None:
     d = first_divergence(TRUTH, reports, ["score"])
     assert d is not None
     assert (d.seq, d.how, d.reported, d.index) == (5, "moved", {"A": 1, "B": 0}, 11)
+
+
+def test_reports_are_bounded_per_match_and_the_latest_is_always_kept() -> None:
+    from events import Message
+    from matchcast.verify import MAX_REPORTS, Reports
+
+    topics = Topics("r")
+    reports = Reports(topics, "c1", fed=lambda: 0, clock=lambda: 0.0)
+    reports.watched.add("m1")
+    topic = topics.consumer_state("c1", "m1")
+    for n in range(MAX_REPORTS + 5):
+        reports.take(Message(topic, json.dumps({"score": {}, "status": "live", "n": n}).encode()))
+    reports.take(Message(topics.consumer_state("c1", "other"), b'{"score": {}, "status": "x"}'))
+    reports.take(Message(topics.consumer_state("c2", "m1"), b'{"score": {}, "status": "x"}'))
+    reports.take(Message(topic, b""))  # a report cleared
+    kept = reports.of("m1")
+    assert len(kept) == MAX_REPORTS
+    assert kept[-1].fields is not None and kept[-1].fields["n"] == MAX_REPORTS + 4
+    assert reports.of("other") == []
