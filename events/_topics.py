@@ -16,7 +16,7 @@ Under a root (default ``matchcast``; ``matchcast load`` uses ``matchcast-load``)
     {root}/replayers/{replayer_id}/control   commands to the replayer     QoS 1, not retained
     {root}/replayers/{replayer_id}/replies/{request_id}  its answers     QoS 1, not retained
     {root}/deadletter/{consumer}         messages a consumer rejected   QoS 1, not retained
-    {root}/consumers/{consumer}/state/{match_id}  a consumer's own final state, retained
+    {root}/consumers/{consumer}/state/{match_id}  a consumer's own state, retained
 
 Pure data and functions: no I/O.
 """
@@ -32,6 +32,7 @@ __all__ = [
     "LOAD_ROOT",
     "MAX_REPLAYER_ID",
     "TOPIC_TREE",
+    "VERIFY_ROOT",
     "TopicKind",
     "TopicRole",
     "TopicSpec",
@@ -45,6 +46,9 @@ DEFAULT_ROOT = "matchcast"
 #: The root ``matchcast load`` and ``load-consumer`` use, so a load test never mixes its
 #: synthetic matches with real ones under :data:`DEFAULT_ROOT`.
 LOAD_ROOT = "matchcast-load"
+#: The root ``matchcast verify`` plays its scenarios under (and clears at the end), so a real
+#: scoreboard never shows them.
+VERIFY_ROOT = "matchcast-verify"
 
 TopicKind = Literal["events", "state", "status", "control", "reply", "deadletter", "consumer_state"]
 #: Who is at either end of a topic: the AsyncAPI document tags its operations with these.
@@ -154,9 +158,9 @@ TOPIC_TREE: tuple[TopicSpec, ...] = (
         channel_id="consumerState",
         levels="consumers/{consumer}/state/{match_id}",
         title="Consumer state",
-        payload="the state a consumer arrived at for a match, folded from the events it "
-        "handled, published at full time, retained: `matchcast load --verify-state` compares "
-        "it with the true result",
+        payload="what a consumer believes about a match (a match state, or at least its "
+        "`score` and `status`), published after every change, retained: `matchcast verify` "
+        "and `matchcast load --verify-state` compare it with the truth",
         qos=1,
         retain=True,
         expiry=None,
@@ -269,7 +273,7 @@ class Topics:
         return f"{self.root}/{_DEADLETTER.format(consumer=consumer)}"
 
     def consumer_state(self, consumer: str = "+", match_id: str = "+") -> str:
-        """Where a consumer reports the state it arrived at for a match (load --verify-state)."""
+        """Where a consumer reports what it believes about a match (verify, load --verify-state)."""
         return f"{self.root}/{_CONSUMER_STATE.format(consumer=consumer, match_id=match_id)}"
 
     def prefix(self, kind: TopicKind) -> str:

@@ -30,7 +30,11 @@ HOMONYMS: dict[str, tuple[int, str]] = {
         "the embedded broker's port (broker), the one replay starts with no --broker, "
         "the page's port (web)",
     ),
-    "--seed": (2, "the chaos seed of replay and load, the seed of a simulated match"),
+    "--seed": (
+        3,
+        "the chaos seed of replay and load, the seed of a simulated match, the seed of "
+        "verify's scenarios",
+    ),
     "--format": (2, "the AsyncAPI document's format, the format of simulated match files"),
     "--queue-size": (2, "events buffered per match by a consumer, updates buffered per browser"),
     "--shared-group": (2, "the group load's probes share, the group a load-consumer joins"),
@@ -43,6 +47,17 @@ HOMONYMS: dict[str, tuple[int, str]] = {
     "--home": (
         2,
         "a simulated match's home team (a FIFA code), a StatsBomb import's home team name",
+    ),
+    "--list": (2, "the subscribers consume can run, the scenarios of verify"),
+    "--report": (
+        2,
+        "the load test's report (load, load merge: one factory), verify's results: JSON files "
+        "of two kinds",
+    ),
+    "--timeout": (
+        2,
+        "how long control waits for the replayer's answer, how long verify waits for the "
+        "consumer after each scenario",
     ),
     "--date": (
         2,

@@ -189,7 +189,13 @@ def test_transport_knows_no_command_line_page_or_load_test() -> None:
 
 def test_the_contract_and_the_application_know_no_command_line() -> None:
     _modules, edges = _graph()
-    for package in ("matchcast.contract", "matchcast.app", "matchcast.web", "matchcast.load"):
+    for package in (
+        "matchcast.contract",
+        "matchcast.app",
+        "matchcast.web",
+        "matchcast.load",
+        "matchcast.verify",
+    ):
         imported = _ours(edges, package)
         assert not _under(imported, "matchcast.cli"), package
     assert not _under(_ours(edges, "matchcast.contract"), "matchcast.app", "matchcast.web")

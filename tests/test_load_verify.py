@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import urllib.request
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from consumers import Runner, Subscriber
-from events import BaseEvent, Event, Goal, MatchState, Topics
+from events import BaseEvent, Event, Goal, MatchState, Message, Topics, decode_state, encode_state
 from matchcast.load import (
     LoadOptions,
     LoadRun,
@@ -24,6 +25,7 @@ from matchcast.load import (
     RunnerMetrics,
     StateReporter,
     build_report,
+    collect_reported_states,
     run_consumer,
     verify_states,
 )
@@ -31,9 +33,10 @@ from matchcast.testing import Mosquitto
 from matchcast.transport.broker import free_port
 from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
-from simulator import resolve_matches
+from simulator import expand, resolve_matches
 
-TEMPLATE = MatchTemplate.build(resolve_matches("semifinal")[0])
+SEMI = resolve_matches("semifinal")[0]
+TEMPLATE = MatchTemplate.build(SEMI)
 
 
 def test_verify_flags_wrong_score_missing_goal_and_missing_match() -> None:
@@ -212,3 +215,59 @@ async def test_a_shared_group_of_fast_consumers_takes_batches_and_receives_each_
     assert all(s["received"] > 0 for s in summaries)  # the group split the work
     assert sum(s["duplicates"] + s["rejected"] for s in summaries) == 0
     assert all(s["gaps"] > 0 for s in summaries)
+
+
+class _Publisher:
+    """Keeps each report; a publish takes one turn of the loop, as a broker's round trip."""
+
+    def __init__(self) -> None:
+        self.reports: list[MatchState] = []
+
+    async def publish(
+        self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False, props: Any = None
+    ) -> None:
+        assert retain and qos == 1
+        await asyncio.sleep(0)
+        self.reports.append(decode_state(payload, topic=topic))
+
+
+async def test_the_reporter_reports_after_every_change_not_only_at_full_time() -> None:
+    """What `matchcast verify` waits for: a report per change (a repeat changes nothing),
+    and the last report of a match is its last state, even sent while reports are in flight."""
+    pub = _Publisher()
+    reporter = StateReporter(pub, Topics("t"), "c1")
+    events = [s.event for s in expand(SEMI)]
+    for event in events[:5]:
+        await reporter.handle(event)
+        await reporter.flush()
+    assert [r.last_seq for r in pub.reports] == [1, 2, 3, 4, 5]
+    await reporter.handle(events[2])  # a repeat
+    await reporter.flush()
+    assert len(pub.reports) == 5
+    for event in events[5:]:  # no waiting: changes made while a report is out go together
+        await reporter.handle(event)
+    await reporter.flush()
+    assert 5 < len(pub.reports) < len(events)
+    assert pub.reports[-1].last_seq == events[-1].seq
+    assert pub.reports[-1].status == "finished"
+
+
+async def test_load_verify_state_waits_for_a_report_that_says_the_match_is_over() -> None:
+    """A consumer reports after every change: a live report is not its final word."""
+    topics = Topics("t")
+    final = TEMPLATE.final_state("m1")
+    live = final.model_copy(update={"status": "live", "score": {}})
+
+    class Source:
+        async def subscribe(self, topic_filter: str, *, qos: int = 1) -> None:
+            pass
+
+        async def messages(self) -> AsyncIterator[Message]:
+            topic = topics.consumer_state("c1", "m1")
+            yield Message(topic, encode_state(live))
+            await asyncio.sleep(0.05)
+            yield Message(topic, encode_state(final))
+            await asyncio.Event().wait()
+
+    got = await collect_reported_states(Source(), topics, ["m1"], consumers=["c1"], timeout_s=5)
+    assert got["c1"]["m1"].status == "finished"

@@ -12,6 +12,7 @@ from events import (
     DEFAULT_ROOT,
     LOAD_ROOT,
     TOPIC_TREE,
+    VERIFY_ROOT,
     TopicKind,
     Topics,
     TopicSpec,
@@ -78,6 +79,7 @@ def test_prefix_is_the_fixed_part_before_the_first_id() -> None:
 def test_the_roots_keep_their_values() -> None:
     assert DEFAULT_ROOT == Topics().root == "matchcast"
     assert LOAD_ROOT == "matchcast-load"
+    assert VERIFY_ROOT == "matchcast-verify"
 
 
 def test_the_replayer_and_its_will_publish_as_the_tree_says() -> None:
@@ -122,7 +124,7 @@ def _not_docstrings(tree: ast.Module) -> list[ast.Constant]:
     ]
 
 
-_ROOTS = (DEFAULT_ROOT, LOAD_ROOT)
+_ROOTS = (DEFAULT_ROOT, LOAD_ROOT, VERIFY_ROOT)
 
 
 def _root_defaults(tree: ast.Module) -> list[ast.Constant]:

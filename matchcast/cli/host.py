@@ -39,7 +39,8 @@ __all__ = [
 
 EXIT_CODES = (
     "Exit codes: 0 done; 1 a runtime failure (an unreachable broker); 2 bad input (arguments, "
-    "match files); 3 a load test's --check or --verify-state failed, or nothing was delivered; "
+    "match files); 3 a load test's --check or --verify-state failed, or nothing was delivered, "
+    "or a verify scenario failed; "
     "130 interrupted. Ctrl-C is how watch, web, consume and broker end (exit 0); it interrupts "
     "demo, replay and load (exit 130). clear exits 1 when its question is answered no."
 )
@@ -80,6 +81,7 @@ _WATCH = "Replay and watch"
 _OPERATE = "Operate a broker"
 _MATCHES = "Match files and the contract"
 _LOAD = "Load testing"
+_GRADE = "Grade a consumer"
 _REPLAYING = "with `matchcast replay` running"
 
 #: Every command, in the order ``matchcast --help`` lists them.
@@ -183,6 +185,13 @@ COMMANDS: dict[str, CommandSpec] = {
         "matchcast load-consumer --consumer-id c1 --broker mqtt://127.0.0.1:1883",
         _LOAD,
         needs="with a broker there",
+    ),
+    "verify": CommandSpec(
+        "matchcast.cli.verify",
+        "Grade a consumer against seeded faults: a scorecard, JUnit, exit 3 on a failure.",
+        "matchcast verify --consumer my-app --broker mqtt://127.0.0.1:1883 --junit verify.xml",
+        _GRADE,
+        needs="with your consumer running and reporting its states (docs/verify.md)",
     ),
 }
 

@@ -1113,7 +1113,7 @@ def consume(
     ] = "127.0.0.1",
     report_state: Annotated[
         bool,
-        typer.Option("--report-state/--no-report-state", help="Publish final states, retained."),
+        typer.Option("--report-state/--no-report-state", help="Publish its state at each change."),
     ] = True,
     idle_exit: Annotated[
         float | None,

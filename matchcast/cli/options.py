@@ -491,6 +491,10 @@ WebDemoSpeedOpt = Annotated[
     str, _speed_option("Match seconds per wall second, or max.", panel="Demo replay")
 ]
 LoadSpeedOpt = Annotated[str, _speed_option("Match seconds per wall second per match, or max.")]
+VerifySpeedOpt = Annotated[
+    str,
+    _speed_option("Match seconds per wall second of each scenario, or max.", panel="Scenarios"),
+]
 
 
 def _from_option(help_text: str, panel: str | None = None) -> Any:
@@ -528,6 +532,17 @@ SeedOpt = Annotated[
         metavar="N",
         help="Seed of --chaos: the same seed, the same faults.",
         **rare(CHAOS_PANEL),
+    ),
+]
+#: verify: the seed of its scenarios' faults.
+VerifySeedOpt = Annotated[
+    int,
+    typer.Option(
+        "--seed",
+        parser=whole(),
+        metavar="N",
+        help="Seed of the scenarios' faults: the same seed, the same battery.",
+        rich_help_panel="Scenarios",
     ),
 ]
 ChaosLogOpt = Annotated[

@@ -1,7 +1,8 @@
 """A consumer under load: the runner, its metrics, and its reported final states.
 
 ``matchcast load-consumer`` runs this: a :class:`consumers.Runner` on one connection, with a
-:class:`StateReporter` (so ``matchcast load --verify-state`` can check it) and any other
+:class:`StateReporter` (its state after every change, so ``matchcast load --verify-state`` and
+``matchcast verify`` can check it) and any other
 subscribers, every handler instrumented by :class:`RunnerMetrics`.
 """
 
@@ -24,6 +25,9 @@ from matchcast.load._verify import StateReporter
 __all__ = ["SharedSource", "run_consumer"]
 
 _log = structlog.get_logger("matchcast.consumer")
+
+#: Seconds a stopping consumer waits for its reports in flight.
+REPORT_FLUSH_S = 5.0
 
 
 class SharedSource:
@@ -120,6 +124,10 @@ async def run_consumer(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if reporter is not None:  # its last reports, the final states among them
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(REPORT_FLUSH_S):
+                    await reporter.flush()
         summary = metrics.summary()
         summary["states_reported"] = reporter.reported if reporter is not None else 0
         _log.info("consumer.finished", consumer_id=consumer_id, **summary)

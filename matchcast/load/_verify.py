@@ -2,13 +2,14 @@
 
 A consumer taking part in a load test reports what it believes: a :class:`StateReporter` keeps
 the consumer's own state per match (folding in only the events the consumer actually handled)
-and publishes it, retained, at full time to::
+and publishes it, retained, after every change, to::
 
     {root}/consumers/{consumer_id}/state/{match_id}
 
-``matchcast load --verify-state`` reads those topics after the run and compares each with the
-truth the sender knows: the final score, and the goals (by id), so a consumer that lost a goal
-under load is caught even though the full-time event carries the right score.
+(the topic ``matchcast verify`` reads too). ``matchcast load --verify-state`` reads those
+topics after the run, waits for each match's report to say it is over, and compares each with
+the truth the sender knows: the final score, and the goals (by id), so a consumer that lost a
+goal under load is caught even though the full-time event carries the right score.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from consumers import Subscriber
 from events import (
     MAX_PAYLOAD_BYTES,
     BaseEvent,
+    BrokerError,
     DecodeError,
     Event,
-    FullTime,
     MatchState,
     MessageSource,
     Publisher,
@@ -47,6 +48,9 @@ __all__ = [
 
 _log = structlog.get_logger("matchcast.load.verify")
 
+#: The statuses of a match that is over: its last report is its final state.
+_OVER = ("finished", "stopped")
+
 
 def consumer_state_topic(topics: Topics, consumer_id: str, match_id: str) -> str:
     """Where consumer ``consumer_id`` reports its final state of ``match_id`` (retained)."""
@@ -59,10 +63,15 @@ def consumer_state_filter(topics: Topics) -> str:
 
 
 class StateReporter:
-    """Keeps a consumer's own state per match and publishes it, retained, at full time.
+    """Keeps a consumer's own state per match and publishes it, retained, after every change.
 
     Feed it the events the consumer handled (:meth:`handle`), or register :attr:`subscriber`
     with a :class:`consumers.Runner` to feed it every event the runner dispatches.
+
+    A match has at most one report in flight: the changes made while it is sent are reported
+    together, by the next one, so a consumer under load sends one report per round trip and
+    per match, not one per event, and the last report of a match is its last state.
+    :meth:`flush` waits for the reports in flight.
     """
 
     def __init__(self, publisher: Publisher, topics: Topics, consumer_id: str) -> None:
@@ -75,16 +84,36 @@ class StateReporter:
         self.reported = 0
         self.subscriber = Subscriber(f"state-reporter-{consumer_id}")
         self.subscriber.on(BaseEvent)(self._on_event)
+        self._sending: dict[str, asyncio.Task[None]] = {}  # match id -> its report in flight
+        self._sent: dict[str, MatchState] = {}  # match id -> the state its last report said
 
     async def _on_event(self, event: BaseEvent, _state: MatchState) -> None:
         await self.handle(cast(Event, event))
 
     async def handle(self, event: Event) -> None:
-        """Fold ``event`` into this consumer's state; at full time, report it."""
-        state = self.states.get(event.match_id) or MatchState.new(event.match_id)
-        state = self.states[event.match_id] = apply(state, event)
-        if isinstance(event, FullTime):
-            await self.report(event.match_id)
+        """Fold ``event`` into this consumer's state, and report the change."""
+        match_id = event.match_id
+        before = self.states.get(match_id) or MatchState.new(match_id)
+        state = apply(before, event)
+        if state is before:
+            return  # a repeat: nothing changed
+        self.states[match_id] = state
+        if match_id not in self._sending:
+            task = asyncio.ensure_future(self._report_changes(match_id))
+            self._sending[match_id] = task
+
+    async def _report_changes(self, match_id: str) -> None:
+        """Report ``match_id`` until its report says its latest state; a failed publish is
+        logged and tried again at the next change."""
+        try:
+            while self._sent.get(match_id) is not self.states[match_id]:
+                state = self.states[match_id]
+                await self.report(match_id)
+                self._sent[match_id] = state
+        except BrokerError as err:
+            _log.warning("state.report_failed", match_id=match_id, reason=err.reason)
+        finally:
+            del self._sending[match_id]
 
     async def report(self, match_id: str) -> None:
         """Publish the current state of ``match_id`` (retained, QoS 1)."""
@@ -92,6 +121,11 @@ class StateReporter:
         topic = consumer_state_topic(self.topics, self.consumer_id, match_id)
         await self.publisher.publish(topic, encode_state(state), qos=1, retain=True)
         self.reported += 1
+
+    async def flush(self) -> None:
+        """Wait for every report in flight (and the ones they leave to send)."""
+        while self._sending:
+            await asyncio.gather(*self._sending.values(), return_exceptions=True)
 
 
 def _reported_state(payload: bytes, topic: str) -> MatchState:
@@ -114,11 +148,12 @@ async def collect_reported_states(
     timeout_s: float = 10.0,
     settle_s: float = 1.0,
 ) -> dict[str, dict[str, MatchState]]:
-    """The states consumers reported: ``{consumer_id: {match_id: state}}``.
+    """The states consumers reported last: ``{consumer_id: {match_id: state}}``.
 
     Waits until every consumer seen (and every one named in ``consumers``) has reported every
-    match in ``expected``, or ``timeout_s`` passed; with no consumer named, waits at least
-    ``settle_s`` for retained messages to arrive.
+    match in ``expected`` over (finished, or stopped), or ``timeout_s`` passed; with no
+    consumer named, waits at least ``settle_s`` for retained messages to arrive. Consumers
+    report after every change, so a report of a match still live means one still to come.
     """
     wanted = set(expected)
     got: dict[str, dict[str, MatchState]] = {c: {} for c in consumers}
@@ -127,7 +162,10 @@ async def collect_reported_states(
     complete = asyncio.Event()
 
     def done() -> bool:
-        return bool(got) and all(wanted <= set(states) for states in got.values())
+        return bool(got) and all(
+            all(m in states and states[m].status in _OVER for m in wanted)
+            for states in got.values()
+        )
 
     async def read() -> None:
         async for message in source.messages():
