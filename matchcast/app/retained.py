@@ -38,6 +38,7 @@ from events import (
     PublishRefusedError,
     SubscribeRefusedError,
     Topics,
+    clip,
     decode_state,
     decode_status,
 )
@@ -126,9 +127,21 @@ def _describe(topics: Topics, message: Message) -> RetainedTopic | None:
         state = decode_state(message.payload, topic=message.topic)
         said = f"{state.status}, {state.scoreline}, {state.display_clock}, run {state.run}"
     except DecodeError:
-        said = "unreadable"
+        said = _minimal_report(message.payload) if kind == "consumer_state" else "unreadable"
     what = "consumer report" if kind == "consumer_state" else "state"
     return RetainedTopic(message.topic, kind, ident, f"{what}: {said}")
+
+
+def _minimal_report(payload: bytes) -> str:
+    """A consumer's report of ``score`` and ``status`` alone (what ``matchcast verify``
+    accepts): ``finished, JPN 2-3 NED``; ``unreadable`` for anything else."""
+    from matchcast.verify import read_report  # noqa: PLC0415 - only for a report no state reads
+
+    fields, _problem = read_report(payload)
+    if fields is None:
+        return "unreadable"
+    score = clip(" ".join(f"{team} {goals}" for team, goals in fields["score"].items()), 60)
+    return f"{clip(fields['status'], 20)}, {score or 'no score'}"
 
 
 async def _subscribe(client: MqttClient, topic_filter: str) -> None:

@@ -9,7 +9,9 @@ state's declared types, so a field added to the state is compared with no change
 - a mapping (the score, possession) compares every key, and each value;
 - a sequence (goals, cards) compares its length and each item, in order;
 - anything else compares equal as JSON (``2`` and ``2.0`` are the same number; ``true`` is
-  no number).
+  no number);
+- in the score, a team left out has no goals: ``{}`` before a goal says what ``{"NED": 0,
+  "JPN": 0}`` says.
 """
 
 from __future__ import annotations
@@ -89,6 +91,19 @@ def agree(expected: Any, reported: Any, annotation: Any) -> bool:
     return bool(expected == reported)
 
 
+def _said(name: str, value: Any) -> Any:
+    """``value`` of field ``name`` as compared: the score without its teams at 0."""
+    if name == "score" and isinstance(value, dict):
+        return {team: goals for team, goals in value.items() if goals != 0}
+    return value
+
+
+def _agree_on(name: str, expected: Any, reported: Any) -> bool:
+    """True when field ``name`` of a report says what the truth's does."""
+    annotation = MatchState.model_fields[name].annotation
+    return agree(_said(name, expected), _said(name, reported), annotation)
+
+
 def _compared(reported: Mapping[str, Any]) -> list[str]:
     return [
         name for name in MatchState.model_fields if name in reported and name not in IGNORED_FIELDS
@@ -106,11 +121,10 @@ class Difference:
 
 def differences(expected: Mapping[str, Any], reported: Mapping[str, Any]) -> list[Difference]:
     """The fields ``reported`` carries and has wrong, against ``expected`` (a state's JSON)."""
-    fields = MatchState.model_fields
     return [
         Difference(name, expected.get(name), reported[name])
         for name in _compared(reported)
-        if not agree(expected.get(name), reported[name], fields[name].annotation)
+        if not _agree_on(name, expected.get(name), reported[name])
     ]
 
 
@@ -177,10 +191,9 @@ def _part(
     """Where a report with ``now`` parts, the last one in step having said ``before`` at
     point ``floor``: the first later point whose truth ``before`` does not say (the consumer
     did not follow), else the newest point (it moved on its own)."""
-    annotation = MatchState.model_fields[name].annotation
     if before is not None:
         for p in range(floor + 1, hi + 1):
-            if not agree(truth[p].fields.get(name), before, annotation):
+            if not _agree_on(name, truth[p].fields.get(name), before):
                 point = truth[p]
                 return Divergence(
                     name,
@@ -260,4 +273,4 @@ def first_divergence(
 
 
 def _fits(point: Point, name: str, value: Any) -> bool:
-    return agree(point.fields.get(name), value, MatchState.model_fields[name].annotation)
+    return _agree_on(name, point.fields.get(name), value)

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from events import VERIFY_ROOT, BrokerError, MessageSource, Publisher, Topics
+from events import VERIFY_ROOT, BrokerError, MessageSource, Publisher, Topics, clip
 from matchcast.verify._compare import (
     Difference,
     Divergence,
@@ -247,7 +247,7 @@ def _judge(
         )
     result.divergence = divergence
     result.cause = _cause(played, divergence.index)
-    result.reason = _say(divergence)
+    result.reason = _say(divergence, result.wrong)
     if not arrived(last.fields, truth):
         result.reason += (
             f"; after {options.timeout_s:g} s it had not reached the end "
@@ -265,15 +265,23 @@ def _cause(played: Played, index: int) -> dict[str, Any] | None:
 
 
 def _short(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
-    return text if len(text) <= 80 else text[:77] + "..."
+    """``value`` as JSON, a long one cut (the JSON report has it whole)."""
+    return clip(json.dumps(value, sort_keys=True, ensure_ascii=False), limit=120)
 
 
-def _say(d: Divergence) -> str:
-    """One line for a divergence."""
-    return (
+def _say(d: Divergence, wrong: list[Difference]) -> str:
+    """One line for a failure: how the consumer ended, when that is not what it said where
+    it first parted from the truth, then where that was."""
+    there = (
         f"{d.field}: expected {_short(d.expected)}, reported {_short(d.reported)} "
         f"at seq {d.seq} ({d.minute})"
+    )
+    end = next((w for w in wrong if w.field == d.field), None)
+    if end is None or (end.expected, end.reported) == (d.expected, d.reported):
+        return there
+    return (
+        f"{d.field}: ended {_short(end.reported)}, expected {_short(end.expected)}; "
+        f"first parted {there.removeprefix(d.field + ': ')}"
     )
 
 

@@ -460,3 +460,24 @@ def test_a_connection_lost_after_a_timed_out_clear_is_opened_again_and_the_rest_
     assert [e["attempt"] for e in logs if e["event"] == "retained.clear_retried"] == [1]
     monkeypatch.setattr(retained, "MqttClient", real)
     assert _found(url, topics) == []
+
+
+@pytest.mark.parametrize(
+    ("payload", "said"),
+    [
+        (b'{"score": {"NED": 3, "JPN": 2}, "status": "finished"}', "finished, NED 3 JPN 2"),
+        (b'{"score": {}, "status": "scheduled"}', "scheduled, no score"),
+        (b'{"status": "live"}', "unreadable"),
+        (b"\xff not json", "unreadable"),
+    ],
+)
+def test_a_consumer_report_of_score_and_status_alone_is_described_not_unreadable(
+    payload: bytes, said: str
+) -> None:
+    """``matchcast verify`` takes a report of ``score`` and ``status`` alone; ``clear`` lists
+    what such a report says, and calls unreadable only what no reader could take."""
+    topics = Topics("matchcast-verify")
+    message = Message(topics.consumer_state("js-app", "verify-gap"), payload, 1, True)
+    found = retained._describe(topics, message)
+    assert found is not None
+    assert found.summary == f"consumer report: {said}"

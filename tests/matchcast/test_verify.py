@@ -211,6 +211,41 @@ def test_a_lagging_consumer_is_in_step_and_parts_where_the_truth_last_left_it() 
     )
 
 
+def test_an_empty_score_before_a_goal_says_no_goals() -> None:
+    """A consumer that starts from ``{}`` and counts right is in step from kick-off: the
+    first divergence is the goal it missed, not the empty score at the start."""
+    reports = [(3, {"score": {}}), (5, {"score": {"A": 1}}),
+               (9, {"score": {"A": 1, "B": 0}})]  # fmt: skip
+    d = first_divergence(TRUTH, reports, ["score"])
+    assert d is not None
+    assert (d.seq, d.how, d.expected, d.reported) == (
+        4,
+        "missed",
+        {"A": 1, "B": 1},
+        {"A": 1, "B": 0},
+    )
+    assert differences({"score": {"A": 0, "B": 0}}, {"score": {}}) == []
+    assert differences({"score": {"A": 1, "B": 0}}, {"score": {"A": 1, "B": 0, "C": 0}}) == []
+    assert differences({"score": {"A": 1, "B": 0}}, {"score": {"B": 0}}) != []
+
+
+def test_a_failure_line_says_how_the_consumer_ended_and_where_it_first_went_wrong() -> None:
+    from matchcast.verify._run import _say
+
+    d = Divergence("score", {"A": 1, "B": 0}, {"A": 0, "B": 0}, 2, "2'", 1, 4, "missed")
+    end = differences({"score": {"A": 1, "B": 1}}, {"score": {"A": 0, "B": 1}})
+    line = _say(d, end)
+    assert line.startswith('score: ended {"A": 0, "B": 1}, expected {"A": 1, "B": 1}; ')
+    assert line.endswith(
+        'first parted expected {"A": 1, "B": 0}, reported {"A": 0, "B": 0} at seq 2 (2\')'
+    )
+    same = differences({"score": {"A": 1, "B": 0}}, {"score": {"A": 0, "B": 0}})
+    assert (
+        _say(d, same)
+        == 'score: expected {"A": 1, "B": 0}, reported {"A": 0, "B": 0} at seq 2 (2\')'
+    )
+
+
 def test_a_report_with_run_and_last_seq_is_held_to_that_very_state() -> None:
     reports = [(11, {"run": 1, "last_seq": 2, "score": {"A": 0, "B": 0}})]
     d = first_divergence(TRUTH, reports, ["score"])
