@@ -49,6 +49,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         engines = _engines_needed([item])
         if engines:
             item.add_marker(pytest.mark.xdist_group("clusters"))
+        if {"mosquitto", "mosquitto_url"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.mosquitto)  # what it uses, marked or not
     if mosquitto_binary() is not None:
         return
     if os.environ.get(REQUIRE_ENV) == "1":

@@ -145,8 +145,6 @@ def test_the_truth_and_the_log_files_read_back(tmp_path: Path) -> None:
 
 # -------------------------------------------------------------------------------- dogfood
 
-RUN_HANDLING = pytest.mark.xfail(strict=True, reason="needs the runner's run handling (issue 13)")
-
 FAULT_CASES = [
     pytest.param("duplicate=0.2", id="duplicate"),
     pytest.param("reorder=0.2", id="reorder"),

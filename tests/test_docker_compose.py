@@ -14,7 +14,8 @@ import yaml
 from typer.testing import CliRunner
 
 from matchcast.cli import app
-from matchcast.testbroker import Mosquitto, mosquitto_binary
+from matchcast.testbroker import REQUIRE_ENV, Mosquitto, mosquitto_binary
+from tests._require import require
 from tests._secure import PASSWORDS, compose_config, compose_mosquitto, write_password_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,8 +158,7 @@ def test_the_healthcheck_logs_in_and_reads_the_uptime(password: str, healthy: bo
     """The compose healthcheck, run against mosquitto with the compose config and ACL."""
     binary, sub = mosquitto_binary(), shutil.which("mosquitto_sub")
     assert binary is not None
-    if sub is None:
-        pytest.skip("mosquitto_sub is not installed (apt-get install mosquitto-clients)")
+    require(sub, "mosquitto_sub", REQUIRE_ENV, "apt-get install mosquitto-clients")
     check = _compose()["services"]["mosquitto"]["healthcheck"]["test"]
     assert check[0] == "CMD-SHELL"
     broker = compose_mosquitto(binary)

@@ -14,9 +14,11 @@ import pytest
 from consumers import Runner, Scoreboard
 from events import Event, MatchClock, MatchState, Topics, decode_event, decode_state
 from matchcast.app import run_replay, run_watch
+from matchcast.testbroker import REQUIRE_ENV
 from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
 from simulator import ReplayOptions, expand, resolve_matches
+from tests._require import require
 
 SEMI = resolve_matches("semifinal")[0]
 EXPECTED = [s.event for s in expand(SEMI)]
@@ -105,12 +107,13 @@ async def test_at_a_high_speed_factor_each_event_lands_on_its_schedule(
     for received_at, event in got:
         assert event.scheduled_at is not None
         offsets.append(received_at - event.scheduled_at.timestamp())
-    offsets.sort()
-    # Generous bounds: this is a behaviour check on a shared 2-core machine, not a benchmark
-    # (benchmarks/replay_bench.py measures lateness properly).
-    assert offsets[0] > -0.005, "an event arrived before it was due"
-    assert offsets[len(offsets) // 2] < 0.05
-    assert offsets[-1] < 0.5
+    # Bounds only a bug breaks, whatever the machine's load (benchmarks/replay_bench.py
+    # measures lateness): nothing before it was due, and the events spread over their
+    # schedule (sent on it, not all at once at the start).
+    assert min(offsets) > -0.005, "an event arrived before it was due"
+    due = [e.scheduled_at.timestamp() for _, e in got if e.scheduled_at is not None]
+    arrived = [received_at for received_at, _ in got]
+    assert arrived[-1] - arrived[0] >= (due[-1] - due[0]) - 0.005
 
 
 async def test_a_late_subscriber_starts_from_the_snapshot_without_double_counting(
@@ -201,12 +204,15 @@ async def test_mosquitto_gets_mqtt5_properties(mosquitto_url: BrokerURL, topics:
 
 
 @pytest.mark.mosquitto
-@pytest.mark.skipif(
-    shutil.which("mosquitto_sub") is None, reason="mosquitto_sub (mosquitto-clients) missing"
-)
 async def test_mosquitto_sub_sees_the_event_stream_and_state(
     mosquitto_url: BrokerURL, topics: Topics
 ) -> None:
+    require(
+        shutil.which("mosquitto_sub"),
+        "mosquitto_sub",
+        REQUIRE_ENV,
+        "apt-get install mosquitto-clients",
+    )
     proc = await asyncio.create_subprocess_exec(
         "mosquitto_sub",
         "-h",

@@ -12,23 +12,23 @@ import pytest
 from events import Message, Topics
 from matchcast.transport.connection import BrokerURL, WillSpec
 from matchcast.transport.fastmqtt import FastClient
+from tests._clusters import REQUIRE_CLUSTERS_ENV
 from tests._engines import NATS_SERVER, RABBITMQ_SERVER, nats_node, rabbitmq_node
+from tests._require import require
 
 pytestmark = pytest.mark.slow
 
 
-def _engine(name: str, binary: str) -> object:
-    return pytest.param(
-        name,
-        marks=pytest.mark.skipif(not os.path.exists(binary), reason=f"{binary} not installed"),
-    )
-
-
-@pytest.fixture(
-    scope="module", params=[_engine("nats", NATS_SERVER), _engine("rabbitmq", RABBITMQ_SERVER)]
-)
+@pytest.fixture(scope="module", params=["nats", "rabbitmq"])
 def engine_url(request: pytest.FixtureRequest) -> Iterator[BrokerURL]:
     """One node of each engine, for this module."""
+    binary = NATS_SERVER if request.param == "nats" else RABBITMQ_SERVER
+    require(
+        os.path.exists(binary),
+        binary,
+        REQUIRE_CLUSTERS_ENV,
+        f"apt-get install {request.param}-server",
+    )
     node = nats_node() if request.param == "nats" else rabbitmq_node()
     with node as url:
         yield BrokerURL.parse(url)

@@ -133,7 +133,9 @@ async def test_a_scheduled_run_reports_offered_rate_and_lateness(
     report = build_report(run, {})
     s = report["sender"]
     assert s["events_published"] == 2 * N
-    assert 300 < s["offered_events_per_s"] < 500
+    # The offered rate comes from the schedule, not from how fast this machine sent: a
+    # factor of two either way is a bug in the schedule, never load.
+    assert 200 < s["offered_events_per_s"] < 800
     assert s["lateness_ms"]["count"] == 2 * N
     assert report["delivery"]["lost"] == 0
 

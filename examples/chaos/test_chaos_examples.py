@@ -13,8 +13,9 @@ from fixed import FixedScore
 from naive import NaiveScore
 
 from events import encode_event, encode_state
-from matchcast.testbroker import Mosquitto, mosquitto_binary
+from matchcast.testbroker import REQUIRE_ENV, Mosquitto, mosquitto_binary
 from simulator import ChaosSpec, apply_chaos, expand, resolve_matches, state_before
+from tests._require import require
 
 HERE = Path(__file__).parent
 SEMI = resolve_matches("semifinal")[0]
@@ -70,9 +71,9 @@ def test_the_fixed_one_ends_at_the_truth(spec: str, seed: int) -> None:
     assert feed(FixedScore(), spec, seed) == TRUE_SCORE
 
 
-@pytest.mark.skipif(mosquitto_binary() is None, reason="needs mosquitto")
 def test_checking_a_separate_consumer_against_truth_json(tmp_path: Path) -> None:
     """As docs/chaos.md does it: replay with --truth, run the consumer, compare the files."""
+    require(mosquitto_binary(), "mosquitto", REQUIRE_ENV, "apt-get install mosquitto")
     broker = Mosquitto(mosquitto_binary()).start()  # type: ignore[arg-type]
     try:
         results = {}

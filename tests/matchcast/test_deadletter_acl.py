@@ -111,9 +111,19 @@ async def test_a_refused_publish_raises_over_mqtt5(secured: Mosquitto) -> None:
 
 async def test_over_mqtt311_a_refused_publish_cannot_be_seen(secured: Mosquitto) -> None:
     """The documented limit: a 3.1.1 broker acknowledges a refused publish and drops it, so
-    the client cannot tell (the ACL still stops it from reaching anyone)."""
-    async with MqttClient(_url(secured, "scoreboard"), protocol="3.1.1") as client:
-        await client.publish(TOPICS.events("x"), b"{}", qos=1)  # refused, but no error
+    the client cannot tell (the ACL still stops it from reaching anyone: a reader of both
+    topics gets the granted message published after it, and never the refused one)."""
+    match_id = f"acl-{uuid.uuid4().hex[:8]}"
+    granted = TOPICS.consumer_state("scoreboard", match_id)
+    async with MqttClient(_url(secured, "operator")) as reader:
+        await reader.subscribe(TOPICS.events(match_id), qos=1)
+        await reader.subscribe(granted, qos=1)
+        async with MqttClient(_url(secured, "scoreboard"), protocol="3.1.1") as client:
+            await client.publish(TOPICS.events(match_id), b"refused", qos=1)  # no error
+            await client.publish(granted, b"granted", qos=1)
+        async with asyncio.timeout(10):
+            first = await anext(aiter(reader.messages()))
+    assert (first.topic, first.payload) == (granted, b"granted")
 
 
 def test_default_names_differ_per_consumer() -> None:

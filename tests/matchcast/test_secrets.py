@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from matchcast import redact
-from matchcast.testbroker import Mosquitto, mosquitto_binary
+from matchcast.testbroker import REQUIRE_ENV, Mosquitto, mosquitto_binary
+from tests._require import require
 from tests._secure import PASSWORDS, compose_mosquitto
 
 SECRET = PASSWORDS["replayer"]
@@ -70,8 +71,8 @@ def test_private_files_are_owner_only_even_if_they_existed(tmp_path: Path) -> No
 @pytest.fixture(scope="module")
 def secured() -> Iterator[Mosquitto]:
     binary = mosquitto_binary()
-    if binary is None:
-        pytest.skip("mosquitto is not installed")
+    require(binary, "mosquitto", REQUIRE_ENV, "apt-get install mosquitto")
+    assert binary is not None
     broker = compose_mosquitto(binary)
     yield broker
     broker.stop()
