@@ -75,6 +75,11 @@ async def test_the_will_and_a_resumed_session(engine_url: BrokerURL, topics: Top
 
         async with FastClient(engine_url, protocol="3.1.1", **session) as first:  # type: ignore[arg-type]
             await first.subscribe(topics.events("s"), qos=1)
+            # The session's subscription is in place once a message through it arrives (NATS
+            # sets it up in JetStream after the SUBACK; a busy machine showed the gap).
+            await watcher.publish(topics.events("s"), b"ready", qos=1)
+            [m] = await _collect(first, 1)
+            assert m.payload == b"ready"
         await watcher.publish(topics.events("s"), b"while away", qos=1)
         async with FastClient(engine_url, protocol="3.1.1", **session) as second:  # type: ignore[arg-type]
             assert second.session_present

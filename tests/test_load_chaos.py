@@ -172,13 +172,12 @@ def test_merge_reads_reports_of_every_readable_format() -> None:
 async def test_shards_under_chaos_merge_with_the_split_intact(
     mosquitto_url: BrokerURL, topics: Topics
 ) -> None:
-    start_at = asyncio.get_running_loop().time()  # unused: shards start on connect
-    del start_at
-
+    # drain_idle_s: a subscriber idle that long is done; 1 s lost a late event to a busy
+    # machine (counted lost, though the broker delivered it after the subscriber left).
     async def shard(i: int) -> LoadRun:
         shape = LoadShape(matches=1, qos=1, states=False, tag="s1", total_matches=2)
         opts = LoadOptions(shape=shape, topics=topics, subscribers=1, shard=(i, 2),
-                           drain_idle_s=1, max_inflight=1, chaos=ChaosSpec.parse(SPEC),
+                           drain_idle_s=3, max_inflight=1, chaos=ChaosSpec.parse(SPEC),
                            seed=5)  # fmt: skip
         run = LoadRun(opts, [TEMPLATE], _factory(mosquitto_url))
         await run.run()

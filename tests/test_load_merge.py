@@ -73,7 +73,7 @@ async def test_two_shards_merge_with_exact_counts_and_histograms(
         shape = LoadShape(matches=len(range(i, k, 2)), qos=1, states=False, tag="t1",
                           total_matches=k)  # fmt: skip
         opts = LoadOptions(shape=shape, topics=topics, subscribers=1, shard=(i, 2),
-                           start_at=start_at, drain_idle_s=0.5)  # fmt: skip
+                           start_at=start_at, drain_idle_s=3)  # fmt: skip
         return LoadRun(opts, [TEMPLATE], lambda cid, role: MqttClient(mosquitto_url, client_id=cid))
 
     runs = [shard(0), shard(1)]

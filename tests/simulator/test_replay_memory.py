@@ -16,7 +16,7 @@ from simulator._states import ReplayStates
 from tests.simulator.test_recording import FakeClock, FakePublisher
 
 #: Cards in the smaller of the two matches measured; the other has twice as many.
-CARDS = int(os.environ.get("MATCHCAST_MEMORY_TEST_CARDS", "20000"))
+CARDS = int(os.environ.get("MATCHCAST_MEMORY_TEST_CARDS", "3000"))
 
 
 def _match_with_cards(n: int) -> Any:
