@@ -659,11 +659,17 @@ class _Run:
         ph = self.playhead
         sent = (ph.seek_to if ph.seek_to is not None else self.next_index) - 1
         event = self.events[sent] if 0 <= sent < len(self.events) else None
+        clock = event.clock if event is not None else None
+        # A seek (or --from) lands at its minute: until the run's first event is out, the
+        # clock is that event's, not the one before it.
+        landing = ph.seek_to if ph.seek_to is not None else self.next_index
+        if (ph.seek_to is not None or landing == self.begin) and 0 < landing < len(self.events):
+            clock = self.events[landing].clock
         return MatchPlayback(
             match_id=self.report.match_id,
             state=ph.state,
             speed="max" if ph.speed is None else ph.speed,
-            clock=event.clock if event is not None else None,
+            clock=clock,
             run=self.report.run,
             last_seq=event.seq if event is not None else 0,
             since=ph.since,

@@ -213,7 +213,7 @@ async def test_seeks_back_and_forth_end_every_consumer_at_the_true_score(
             first_run, _ = live.where()
             back = await live.command("seek", "30")
             assert back.matches[0].clock is not None
-            assert back.matches[0].clock.label == "29'"  # the state it goes to: before 30'
+            assert back.matches[0].clock.label == "30'"  # where it lands: the minute asked
             await live.until_seq(35, newer_than=first_run)
             second_run, _ = live.where()
             await live.command("pause")

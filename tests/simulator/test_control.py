@@ -291,3 +291,21 @@ async def test_commands_for_an_unknown_match_or_a_minute_outside_it_are_refused(
     assert outside is not None and "outside the match" in outside
     h.control("stop")
     await h.finish()
+
+
+@pytest.mark.parametrize("minute", ["80", "30"])
+async def test_a_seek_lands_at_the_minute_asked_in_the_reply_and_the_stream(minute: str) -> None:
+    h = _Harness()
+    h.start()
+    await h.until_seq(50)
+    old_run = h.events()[-1].run
+    h.control("seek", minute=minute)
+    (told,) = h.replayer.playback()  # what the reply says, before the loop takes the seek
+    assert told.clock is not None and told.clock.label == f"{minute}'"
+    await h.until_seq(1, newer_than=old_run)
+    first = next(e for e in h.events() if e.run > old_run)
+    assert first.clock.label == f"{minute}'"
+    (now,) = h.replayer.playback()
+    assert now.clock is not None and now.clock.label == f"{minute}'"
+    h.control("stop")
+    await h.finish()
