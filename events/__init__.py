@@ -7,9 +7,11 @@ events/_models.py lists them (its ``__all__``), so adding a type needs no edit h
 from events import _models
 from events._clock import (
     ADDED_TIME_AFTER,
+    END_OF_PLAY,
     LAST_MINUTE,
     PERIOD_BOUNDS,
     MatchClock,
+    MinutePastPlayError,
     Period,
     format_minute,
     minute_of_play,
@@ -103,6 +105,7 @@ __all__ = [
     "ADDED_TIME_AFTER",
     "CONTENT_TYPE",
     "DEFAULT_ROOT",
+    "END_OF_PLAY",
     "LAST_MINUTE",
     "LOAD_ROOT",
     "MAX_COMMAND_BYTES",
@@ -135,6 +138,7 @@ __all__ = [
     "Message",
     "MessageProps",
     "MessageSource",
+    "MinutePastPlayError",
     "Period",
     "PlaybackState",
     "PublishRefusedError",

@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError, from_json
 
-from events._clock import MatchClock, parse_minute
+from events._clock import END_OF_PLAY, MatchClock, MinutePastPlayError, parse_minute
 from events._errors import ControlCommandError, DecodeError
 from events._models import MatchId, RunId
 from events._numbers import decimal_number
@@ -187,15 +187,23 @@ class ControlCommand(_Frozen):
         if self.command == "seek":
             if self.minute is None:
                 raise ValueError("seek needs a minute, such as 80 or 90+2")
-            parse_minute(self.minute)
+            _seek_target(self.minute)
         if self.command == "speed" and self.speed is None:
             raise ValueError(f"speed needs a speed: {SPEED_RANGE}")
         return self
 
     @property
     def target(self) -> MatchClock | None:
-        """The clock a ``seek`` goes to."""
-        return parse_minute(self.minute) if self.minute is not None else None
+        """The clock a ``seek`` goes to (:data:`END_OF_PLAY` for a minute past any match's
+        end: the replayer answers with the last minute its match played)."""
+        return _seek_target(self.minute) if self.minute is not None else None
+
+
+def _seek_target(minute: str) -> MatchClock:
+    try:
+        return parse_minute(minute)
+    except MinutePastPlayError:
+        return END_OF_PLAY
 
 
 class MatchPlayback(_Frozen):

@@ -31,6 +31,7 @@ from events import (
     DecodeError,
     Message,
     MessageProps,
+    MinutePastPlayError,
     ReplayerStatus,
     Topics,
     clip,
@@ -164,6 +165,8 @@ def make_command(
         assert argument is not None
         try:
             parse_minute(argument)
+        except MinutePastPlayError:
+            pass  # the replayer knows the match: it answers with its last minute played
         except ValueError as err:
             raise ControlError(f"seek: {err}", 2) from None
         fields["minute"] = argument

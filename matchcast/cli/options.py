@@ -29,8 +29,10 @@ import typer
 
 import events
 from events import (
+    END_OF_PLAY,
     MatchClock,
     MatchFileError,
+    MinutePastPlayError,
     Period,
     Topics,
     parse_minute,
@@ -681,11 +683,16 @@ def parse_number(value: str, option: str, low: float, high: float) -> float:
 
 
 def parse_from(value: str | None) -> MatchClock | None:
-    """``--from``: a minute label in :func:`events.parse_minute`'s vocabulary, or a usage error."""
+    """``--from``: a minute label in :func:`events.parse_minute`'s vocabulary, or a usage error.
+
+    A minute past any match's end is :data:`events.END_OF_PLAY`, which :func:`check_start`
+    refuses naming the last minute each match played."""
     if value is None:
         return None
     try:
         return parse_minute(value)
+    except MinutePastPlayError:
+        return END_OF_PLAY
     except ValueError:
         fail(f"--from must be a minute such as 60 or 90+2 in the digits 0-9, not {quote(value)}", 2)
 
