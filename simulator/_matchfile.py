@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -555,6 +556,19 @@ def _where(loc: tuple[str | int, ...], positions: Positions | None) -> str:
     return f" (line {line}, column {column})"
 
 
+#: A whole-file rule's problem that names its field first: ``timeline.0.team: ...``.
+_NAMED = re.compile(r"([A-Za-z_][\w]*(?:\.\w+)*): ")
+
+
+def _locate(problem: str, positions: Positions | None) -> str:
+    """A whole-file rule's ``problem``, with the line and column of the field it names."""
+    named = _NAMED.match(problem)
+    if named is None:
+        return problem
+    loc = tuple(int(p) if p.isdigit() else p for p in named[1].split("."))
+    return f"{named[1]}{_where(loc, positions)}: {problem[named.end() :]}"
+
+
 def _problems(err: ValidationError, positions: Positions | None = None) -> list[str]:
     """One line per problem, each quoted input cut (:func:`events.quote`), at most
     :data:`MAX_PROBLEMS` of them and how many more; each with its line and column in the
@@ -566,7 +580,9 @@ def _problems(err: ValidationError, positions: Positions | None = None) -> list[
             loc += _where(tuple(e["loc"]), positions)
         msg = clip(e["msg"].removeprefix("Value error, "), MESSAGE_LIMIT)
         if e["type"] == "value_error":
-            out += [f"{loc}: {m}" if loc != "(file)" else m for m in msg.split("; ")]
+            out += [
+                f"{loc}: {m}" if loc != "(file)" else _locate(m, positions) for m in msg.split("; ")
+            ]
         else:
             got = e.get("input")
             shown = "" if isinstance(got, dict | list) or got is None else f" (got {quote(got)})"

@@ -126,6 +126,17 @@ def test_a_missing_field_names_the_line_of_the_mapping_it_is_missing_from(tmp_pa
     assert "competition: Field required" in info.value.problems  # the top level: no line
 
 
+def test_a_whole_file_rule_names_the_line_of_the_field_it_blames(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(SEMI.read_text().replace("    team: ENG\n", "    team: FRA\n", 1))
+    with pytest.raises(MatchFileError) as info:
+        load_match(path)
+    row = path.read_text().splitlines().index("    team: FRA") + 1
+    assert f"timeline.0.team (line {row}, column 11): FRA is neither ARG nor ENG" in (
+        info.value.problems
+    )
+
+
 def test_unreadable_and_missing_files_are_match_file_errors(tmp_path: Path) -> None:
     with pytest.raises(MatchFileError, match="no such file"):
         load_match(tmp_path / "nope.yaml")
