@@ -4,6 +4,7 @@ Imports no MQTT client and does no I/O. The event types and their vocabulary are
 events/_models.py lists them (its ``__all__``), so adding a type needs no edit here.
 """
 
+from events import _facts as facts
 from events import _models
 from events._clock import (
     ADDED_TIME_AFTER,
@@ -186,3 +187,5 @@ __all__ = [
 ]
 # Every event type is exported with no second list: a new type in events/_models.py is here too.
 __all__ += _models.__all__
+# How each fact reads, for every view: ``events.facts.possession(state)``, ...
+__all__ += ["facts"]
