@@ -9,7 +9,7 @@ from rich.console import Console
 
 from consumers import Stats
 from consumers.terminal import TerminalView
-from events import Goal, MatchState, Possession, apply, facts
+from events import EVENT_MODELS, Goal, MatchState, Possession, apply, facts
 from matchcast.testing import Harness, match_events
 from matchcast.web._view import page_view, ticker_row
 
@@ -67,8 +67,6 @@ def test_a_goal_known_from_a_snapshot_reads_as_the_live_one() -> None:
 
 
 def test_every_event_type_with_words_has_them_in_the_facts_module() -> None:
-    from events import EVENT_MODELS  # noqa: PLC0415
-
     silent = {"clock"}
     for model in EVENT_MODELS:
         kind = model.event_type()
