@@ -12,7 +12,8 @@ terminal line and the page's badge and text) is its function in :mod:`events._fa
 else is built from :data:`EVENT_MODELS`: the codec, the wire examples, the docs, the AsyncAPI
 document, the terminal and browser tickers. Only :data:`Event`, the static union the type
 checker needs, repeats the list, at the end of this file; ``tests/test_event_registry.py``
-fails when the two disagree. The reducer (events/_state.py) changes only for a type that changes the state.
+fails when the two disagree. The reducer (events/_state.py) changes only for a type that
+changes the state.
 """
 
 from __future__ import annotations
