@@ -163,6 +163,8 @@ class ReplayOptions:
         resend_window: after a reconnect, re-send the events published in the last this
             many wall seconds (a broker killed loses what it acknowledged since its last
             save); 0 re-sends only what the broker had not acknowledged.
+        cancel_is_stop: a cancel (Ctrl-C) is how the program ends, not a mishap: the
+            replay's end is logged as info, not a warning (``web --demo``).
     """
 
     speed: float | None = 60.0
@@ -175,6 +177,7 @@ class ReplayOptions:
     chaos: ChaosSpec | None = None
     seed: int = 0
     resend_window: float = RESEND_WINDOW_S
+    cancel_is_stop: bool = False
 
     def __post_init__(self) -> None:
         """Every number finite and in its documented range (a NaN speed once ended a replay)."""
@@ -471,7 +474,8 @@ class Replayer:
         try:
             await self._publish_resuming(run, run.begin)
         except asyncio.CancelledError:
-            log.warning("replay.interrupted", last_seq=report.last_seq, published=report.published)
+            said = log.info if self.options.cancel_is_stop else log.warning
+            said("replay.interrupted", last_seq=report.last_seq, published=report.published)
             await self._say_stopped(run, run.begin, run.initial, "interrupted", None, log)
             raise
         except Exception as err:
