@@ -99,11 +99,11 @@ def test_pahos_lost_socket_line_is_debug_not_an_error(out: io.StringIO) -> None:
 async def test_a_log_line_while_the_live_view_draws_is_a_line_of_its_own() -> None:
     """Logging to standard error goes to whatever it is at each line: while the live view
     draws, rich's proxy, which prints the line above the view, never glued to its border."""
-    import structlog  # noqa: PLC0415
-    from rich.console import Console  # noqa: PLC0415
+    import structlog
+    from rich.console import Console
 
-    from consumers.terminal import TerminalView  # noqa: PLC0415
-    from matchcast.testing import Harness  # noqa: PLC0415
+    from consumers.terminal import TerminalView
+    from matchcast.testing import Harness
 
     screen = io.StringIO()
     configure_logging("console", "INFO")  # standard error, as the commands set it up

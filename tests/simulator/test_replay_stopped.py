@@ -176,7 +176,7 @@ async def test_a_cancel_that_is_how_the_program_ends_is_no_warning(
 ) -> None:
     """``web --demo`` ends with Ctrl-C: its replay's end is logged as info; ``replay``'s, a
     cut-short replay, as a warning."""
-    from structlog.testing import capture_logs  # noqa: PLC0415
+    from structlog.testing import capture_logs
 
     clock = StallingClock(stall_after=3)
     pub = RecordingPublisher(clock)
