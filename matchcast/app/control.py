@@ -4,7 +4,7 @@ Used by ``matchcast control`` (:mod:`matchcast.cli.control`) and the web page's 
 (``matchcast web --control``). The replayer is found from the retained statuses on
 ``{root}/replayers/+/status``: with one online, it need not be named; with several, the error
 lists them. Every failure is a :class:`ControlError` a person can act on: no (such) replayer,
-a minute outside the match, a command the broker refused, no answer. See docs/control.md.
+a minute past the match's end, a command the broker refused, no answer. See docs/control.md.
 """
 
 from __future__ import annotations

@@ -30,10 +30,11 @@ from events import (
     decode_command,
     encode_control,
 )
+from matchcast.app.replayers import Rivals, warn_of_rivals
 from matchcast.contract.status import ReplayerStatus
 from matchcast.transport.connection import BrokerURL, Protocol, WillSpec
 from matchcast.transport.mqtt import MqttClient
-from simulator import Clock, Match, Recording, Replayer, ReplayOptions, ReplayReport
+from simulator import Clock, Match, Recording, Replayer, ReplayOptions, ReplayReport, new_run
 
 __all__ = ["ControlService", "run_replay", "status_payload"]
 
@@ -488,13 +489,17 @@ async def _serve_and_play(
     matches: Sequence[Match | Recording],
     waits: Sequence[float],
     one_after_another: bool,
+    rivals: Coroutine[Any, Any, None] | None = None,
 ) -> list[ReplayReport]:
-    """Play the matches while the control service and the status updates run beside them."""
+    """Play the matches while the control service, the status updates and the watch for
+    another replayer on the same matches (``rivals``) run beside them."""
     async with asyncio.TaskGroup() as tg:
         helpers = [
             tg.create_task(service.serve()),
             tg.create_task(status.publish_changes(client)),
         ]
+        if rivals is not None:
+            helpers.append(tg.create_task(rivals))
         try:
             return await _play(service.replayer, matches, waits, one_after_another)
         finally:
@@ -532,6 +537,7 @@ async def run_replay(
         raise ValueError(f"{len(delays)} delays for {len(matches)} matches")
     waits = list(delays) if delays is not None else [0.0] * len(matches)
     replayer_id = replayer_id or f"replayer-{uuid.uuid4().hex[:8]}"
+    started_ms = new_run(dt.datetime.now(dt.UTC))
     status = _StatusTopic(options.topics, replayer_id, [m.match_id for m in matches])
     async with MqttClient(
         url,
@@ -568,6 +574,10 @@ async def run_replay(
         if on_ready is not None:
             on_ready(replayer)
         try:
-            return await _serve_and_play(client, status, service, matches, waits, one_after_another)
+            rivals = Rivals(replayer_id, [m.match_id for m in matches], started_ms)
+            watch = warn_of_rivals(url, options.topics, rivals, protocol)
+            return await _serve_and_play(
+                client, status, service, matches, waits, one_after_another, watch
+            )
         finally:
             await status.say_offline(client)
