@@ -213,6 +213,11 @@ class ControlService:
         while True:
             try:
                 async for message in self.client.messages():
+                    if message.topic != self.topics.control(self.replayer_id):
+                        # Only its control topic is subscribed; amqtt was seen to hand a
+                        # client a retained message of another's wildcard subscription.
+                        _log.debug("control.not_for_us", topic=message.topic)
+                        continue
                     async with self.busy:
                         await self._answer(message.payload, message.topic)
             except BrokerError as err:

@@ -276,3 +276,18 @@ async def test_a_command_that_fails_inside_the_handler_costs_that_command_only(
     assert len([e for e in logs if e["event"] == "control.failed"]) == 2
     await replay.finish()
     assert replay.published() == list(range(1, EVENTS + 1))
+
+
+async def test_a_message_on_another_topic_is_not_taken_for_a_command() -> None:
+    """A broker that hands the replayer's connection a message it did not subscribe to (amqtt
+    gave it another client's retained status) gets no reply and no ``control.rejected``."""
+    replay = _Replay()
+    await replay.until_seq(3)
+    status = b'{"status": "online", "replayer_id": "tv", "matches": [], "at": "2026-01-01T00:00Z"}'
+    with capture_logs() as logs:
+        replay.connection.inbox.put_nowait(Message(TOPICS.status("tv"), status, qos=0))
+        assert (await replay.command("after", command="status")).ok
+    assert [r.request_id for r in replay.connection.replies] == ["after"]
+    assert not [e for e in logs if e["event"] == "control.rejected"]
+    replay.replayer.control(events.ControlCommand(request_id="s", command="stop"))
+    await replay.finish()
