@@ -41,6 +41,8 @@ class TerminalView:
         #: Matches whose replayer is offline (stopped, or died: its last will said so), least
         #: recently said first; at most MAX_MATCHES (a status may name matches never shown).
         self._offline: dict[str, None] = {}
+        #: The run each match shown is in: a newer one is a new replay (or a seek), said.
+        self._runs: dict[str, int] = {}
         self.subscriber = Subscriber("terminal")
         self.subscriber.on()(self._on_event)
         self.subscriber.on_state(self._on_state)
@@ -64,7 +66,17 @@ class TerminalView:
             self._live.__exit__(None, None, None)
             self._live = None
 
+    def _new_run(self, state: MatchState) -> bool:
+        """Whether ``state`` is of a newer run than the match was in (remembered now)."""
+        known = self._runs.get(state.match_id)
+        self._runs[state.match_id] = state.run
+        if len(self._runs) > MAX_MATCHES:
+            del self._runs[next(iter(self._runs))]
+        return known is not None and state.run > known
+
     def _on_event(self, event: Event, state: MatchState) -> None:
+        if self._new_run(state):
+            self._say(printable(f"{'':<7}NEW RUN  {state.match_id}: replayed again from here"))
         self.board.states[state.match_id] = state
         if state.match_id in self._offline:  # events again: a replayer runs it
             del self._offline[state.match_id]
@@ -78,8 +90,9 @@ class TerminalView:
         self._refresh()
 
     def _on_state(self, state: MatchState) -> None:
+        said = "NEW RUN" if self._new_run(state) else "JOINED"
         self.board.states[state.match_id] = state
-        self._say(printable(f"{'':<7}JOINED  {state.scoreline}  ({state.display_clock})"))
+        self._say(printable(f"{'':<7}{said}  {state.scoreline}  ({state.display_clock})"))
         self._refresh()
 
     def replayer_status(self, match_id: str, status: str) -> None:
