@@ -81,7 +81,6 @@ def test_a_bad_match_file_is_one_line_naming_file_and_field(tmp_path: Path) -> N
         (["replay", "--broker", "mqtt://host:notaport"], "port must be a number"),
         (["replay", "--root", "a/#"], "--root"),
         (["replay", "no-such-match"], "not a bundled match"),
-        (["watch", "--exit-at-full-time"], "needs --match"),
     ],
 )
 def test_bad_arguments_get_one_line_and_exit_2(args: list[str], needle: str) -> None:

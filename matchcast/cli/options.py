@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 
@@ -112,6 +112,7 @@ __all__ = [
     "rare",
     "replayer_id",
     "replayer_ids",
+    "until_finished",
     "whole",
 ]
 
@@ -452,9 +453,18 @@ ExitAtFullTimeOpt = Annotated[
     typer.Option(
         "--exit-at-full-time",
         help="Exit when --match reaches full time in the run it follows (not on an "
-        "earlier run's retained result, nor a replay stopped early).",
+        "earlier run's retained result, nor a replay stopped early); without --match, "
+        "when every match it saw live has ended.",
     ),
 ]
+
+
+def until_finished(exit_at_full_time: bool, match: str) -> set[str] | Literal["live"] | None:
+    """What ``--exit-at-full-time`` waits for (``run_watch``'s ``until_finished``): the
+    ``--match`` match, or, without one, every match seen live."""
+    if not exit_at_full_time:
+        return None
+    return "live" if match == "+" else {match}
 
 
 # ---------------------------------------------------------------- timing
