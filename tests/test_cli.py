@@ -67,7 +67,7 @@ def test_a_bad_match_file_is_one_line_naming_file_and_field(tmp_path: Path) -> N
     bad.write_text("match_id: Not A Slug\n")
     result = matchcast("replay", str(bad), "--broker", "mqtt://127.0.0.1:1")
     _one_clear_line(
-        result, 2, str(bad), "match_id: String should match pattern", "home: Field required"
+        result, 2, str(bad), "match_id (line 1, column 11): String should match pattern", "home: Field required"
     )
 
 
