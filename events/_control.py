@@ -235,11 +235,13 @@ class ControlReply(_Frozen):
 class ReplayerStatus(_Frozen):
     """Whether a replayer is running, retained on its status topic.
 
-    ``online`` when it connects; ``offline`` when it stops, or from its last will when the
-    connection dies without a goodbye. While online it is published again on every change of
-    playback (pause, seek, speed, ...; see docs/control.md), with ``state``, ``speed``,
-    ``since`` and each match's ``playback``. It lists the ids of its matches, which is how a
-    consumer finds their state topics where wildcards get no retained messages (RabbitMQ 3.10).
+    ``online`` when it connects; removed (an empty retained message) when it ends, so nothing
+    of it is left behind; ``offline`` from its last will when the connection dies without a
+    goodbye (with a day's MQTT 5 message expiry). While online it is published again on every
+    change of playback (pause, seek, speed, ...; see docs/control.md), with ``state``,
+    ``speed``, ``since`` and each match's ``playback``. It lists the ids of its matches, which
+    is how a consumer finds their state topics where wildcards get no retained messages
+    (RabbitMQ 3.10).
     """
 
     status: Literal["online", "offline"]

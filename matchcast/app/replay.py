@@ -265,9 +265,17 @@ async def _play(
     return [t.result() for t in tasks]
 
 
+#: How long the broker keeps an ``offline`` status a replayer's last will left (MQTT 5 message
+#: expiry; an MQTT 3.1.1 broker keeps it until ``matchcast clear``): a day, then the matches'
+#: own retained states still say whether each finished or stopped.
+OFFLINE_STATUS_EXPIRY_S = 86_400
+
+
 class _StatusTopic:
     """A replayer's retained status: ``online`` on every connection and every change of its
-    playback, ``offline`` at the end (or by the last will when the connection dies)."""
+    playback; removed when the replayer ends (nothing of it is left behind), or ``offline``
+    by the last will when the connection dies, expiring after
+    :data:`OFFLINE_STATUS_EXPIRY_S` where the broker speaks MQTT 5."""
 
     def __init__(self, topics: Topics, replayer_id: str, ids: Sequence[str]) -> None:
         self.topic = topics.status(replayer_id)
@@ -288,7 +296,11 @@ class _StatusTopic:
 
     def will(self) -> WillSpec:
         """The last will: ``offline``, published by the broker if the connection dies."""
-        return WillSpec(self.topic, status_payload(self.replayer_id, "offline", self.ids))
+        return WillSpec(
+            self.topic,
+            status_payload(self.replayer_id, "offline", self.ids),
+            expiry=OFFLINE_STATUS_EXPIRY_S,
+        )
 
     async def say(self, client: MqttClient) -> None:
         """Publish ``online`` with the playback now."""
@@ -469,22 +481,16 @@ class _StatusTopic:
             except BrokerError as err:  # the reconnect announces the status anew
                 _log.debug("replayer.status_not_published", reason=err.reason)
 
-    async def say_offline(self, client: MqttClient) -> None:
-        """Best effort: on a dead connection the will says offline instead."""
+    async def say_gone(self, client: MqttClient) -> None:
+        """Remove the retained status (an empty retained message): the replayer ended and
+        leaves nothing behind. Best effort: on a dead connection the will says offline."""
         self.stop_announcing()
         try:
-            await asyncio.wait_for(
-                client.publish(
-                    self.topic,
-                    status_payload(self.replayer_id, "offline", self.ids, self.replayer),
-                    qos=1,
-                    retain=True,
-                    props=self._props,
-                ),
-                timeout=2,
-            )
+            await asyncio.wait_for(client.publish(self.topic, b"", qos=1, retain=True), timeout=2)
         except Exception:  # a CancelledError still propagates
-            _log.debug("replayer.offline_not_published", replayer_id=self.replayer_id)
+            _log.debug("replayer.status_not_removed", replayer_id=self.replayer_id)
+        else:
+            _log.info("replayer.status_removed", replayer_id=self.replayer_id)
 
 
 async def _serve_and_play(
@@ -585,4 +591,4 @@ async def run_replay(
                 client, status, service, matches, waits, one_after_another, watch
             )
         finally:
-            await status.say_offline(client)
+            await status.say_gone(client)

@@ -20,7 +20,9 @@ from consumers import MAX_MATCHES, Runner
 from consumers._latejoin import MAX_DISCOVERED_PER_STATUS
 from events import Topics
 from matchcast.app import run_replay
+from matchcast.app.replay import OFFLINE_STATUS_EXPIRY_S, _StatusTopic
 from matchcast.app.replayers import ReplayerBook, Rivals, follow_replayers
+from matchcast.app.retained import find_retained
 from matchcast.cli.common import replayer_hint
 from matchcast.contract.status import ReplayerStatus
 from matchcast.testbroker import FaultProxy, Mosquitto
@@ -123,22 +125,21 @@ async def test_a_replayer_killed_is_reported_offline(
         await replayer.wait()
 
 
-async def test_a_replay_that_ends_leaves_its_matches_offline_for_a_late_viewer(
+async def test_a_replay_that_ends_removes_its_status_and_its_matches_tell_how_they_ended(
     broker_url: BrokerURL, topics: Topics
 ) -> None:
+    """Nothing of a replayer that ended is left retained (``clear`` found a status per replay
+    with a generated id); the match's own retained state says it finished."""
     await run_replay([SEMI], broker_url, ReplayOptions(speed=None, topics=topics))
-    got = asyncio.Event()
-    seen: list[tuple[str, str]] = []
+    found = await find_retained(broker_url, topics)
+    assert [(t.kind, t.match_id) for t in found] == [("state", SEMI.match_id)]
+    assert "FT" in found[0].summary or "finished" in found[0].summary, found[0].summary
 
-    def on_change(match_id: str, status: str) -> None:
-        seen.append((match_id, status))
-        got.set()
 
-    async with asyncio.timeout(30), asyncio.TaskGroup() as tg:
-        follower = tg.create_task(follow_replayers(broker_url, topics, on_change))
-        await got.wait()
-        follower.cancel()
-    assert seen == [(SEMI.match_id, "offline")]
+def test_the_last_will_says_offline_and_expires_where_mqtt_5_can() -> None:
+    will = _StatusTopic(Topics("t"), "r1", ["m1"]).will()
+    assert json.loads(will.payload)["status"] == "offline"
+    assert (will.retain, will.expiry) == (True, OFFLINE_STATUS_EXPIRY_S)
 
 
 @pytest.mark.mosquitto
