@@ -417,7 +417,7 @@ class Replayer:
             plain_states=plain_states,
             offsets_at=offsets_at,
             begin=begin,
-            state=states[begin - 1] if begin else initial,
+            state=_landing(states, events, begin, initial),
             report=ReplayReport(match_id=match.match_id, run=run_id),
             log=_log.bind(match_id=match.match_id, run=run_id),
         )
@@ -598,6 +598,20 @@ class Replayer:
         log.info("replay.stopped", reason=reason, seq=event.seq, clock=event.clock.label)
 
 
+def _landing(
+    states: Sequence[MatchState], events: Sequence[Event], index: int, initial: MatchState
+) -> MatchState:
+    """The state a start at event ``index`` publishes first (``--from``, a seek): the state
+    before that event, on the clock of the minute it lands on (``seek 80`` shows 80', not the
+    79' of the event before)."""
+    if not index:
+        return initial
+    state = states[index - 1]
+    if index < len(events) and state.status == "live":
+        return state.model_copy(update={"clock": events[index].clock})
+    return state
+
+
 class _Run:
     """One replay's publishing loop, restartable from any event after a reconnect."""
 
@@ -734,7 +748,7 @@ class _Run:
         report.run = new_run(self.wall_now())
         self.states = self.plain_states.with_run(report.run)  # computed as reached
         self.initial = self.initial.model_copy(update={"run": report.run})
-        state = self.states[index - 1] if index else self.initial
+        state = _landing(self.states, self.events, index, self.initial)
         self.begin = index
         self.high_water = index
         self.sent_index.clear()

@@ -18,7 +18,6 @@ import yaml
 from typer.testing import CliRunner
 
 import matchcast.app.replay
-import matchcast.app.replayers
 from consumers import DeadLetter
 from events import (
     CONTENT_TYPE,
@@ -307,7 +306,6 @@ async def test_bindings_are_what_the_replayer_does(
     """QoS, retain, expiry, user properties and the last will match a real replay's publishes."""
     _FakeClient.made = []
     monkeypatch.setattr(matchcast.app.replay, "MqttClient", _FakeClient)
-    monkeypatch.setattr(matchcast.app.replayers, "MqttClient", _FakeClient)  # its rivals' watch
     topics = Topics("mc-asyncapi")
     match = resolve_matches(None)[0]
     await matchcast.app.run_replay(

@@ -39,7 +39,9 @@ async def _collect_events(
 
 async def _retained_state(url: BrokerURL, topic: str, *, live_ok: bool = False) -> MatchState:
     """The first state message on ``topic``: the retained one (or a live one if allowed)."""
-    async with aiomqtt.Client(url.host, url.port, protocol=aiomqtt.ProtocolVersion.V311) as client:
+    async with aiomqtt.Client(
+        url.host, url.port, identifier="e2e-retained", protocol=aiomqtt.ProtocolVersion.V311
+    ) as client:
         await client.subscribe(topic, qos=1)
         async with asyncio.timeout(10):
             async for message in client.messages:

@@ -23,6 +23,7 @@ from events import (
     ConnectionLostError,
     ControlCommandError,
     ControlReply,
+    Message,
     MessageProps,
     SubscribeDroppedError,
     SubscribeRefusedError,
@@ -30,7 +31,7 @@ from events import (
     decode_command,
     encode_control,
 )
-from matchcast.app.replayers import Rivals, warn_of_rivals
+from matchcast.app.replayers import Rivals
 from matchcast.contract.status import ReplayerStatus
 from matchcast.transport.connection import BrokerURL, Protocol, WillSpec
 from matchcast.transport.mqtt import MqttClient
@@ -101,6 +102,8 @@ class ControlService:
         self.replayer_id = replayer_id
         self.topics = topics
         self.reconnected = asyncio.Event()
+        #: Called with each message not on the control topic (the replayers' statuses).
+        self.on_other: Callable[[Message], None] | None = None
         self._reply_prefix = topics.reply(replayer_id, "")
 
     def _reply_topic(self, reply_to: str | None) -> str | None:
@@ -214,9 +217,10 @@ class ControlService:
             try:
                 async for message in self.client.messages():
                     if message.topic != self.topics.control(self.replayer_id):
-                        # Only its control topic is subscribed; amqtt was seen to hand a
-                        # client a retained message of another's wildcard subscription.
-                        _log.debug("control.not_for_us", topic=message.topic)
+                        # Another replayer's status (``on_other``), or what a broker handed
+                        # this connection unasked: never taken for a command.
+                        if self.on_other is not None:
+                            self.on_other(message)
                         continue
                     async with self.busy:
                         await self._answer(message.payload, message.topic)
@@ -493,6 +497,25 @@ class _StatusTopic:
             _log.info("replayer.status_removed", replayer_id=self.replayer_id)
 
 
+async def _hear_rivals(client: MqttClient, service: ControlService, rivals: Rivals) -> None:
+    """Listen, on the replayer's own connection, to the other replayers' statuses: one online
+    on a match of ours is said (:class:`Rivals`). Best effort: a broker that refuses the
+    subscription costs the warning, never the replay.
+
+    Only on an MQTT 5 broker: the embedded broker (amqtt, MQTT 3.1.1), with a replayer
+    subscribed to the statuses, handed other clients those statuses on their state topics."""
+    if client.protocol_version != "5":
+        _log.debug("replayer.rivals_unknown", reason="an MQTT 3.1.1 broker")
+        return
+    service.on_other = rivals.heard
+    try:
+        await client.subscribe(service.topics.status(), qos=0)
+    except SubscribeDroppedError:
+        raise
+    except BrokerError as err:
+        _log.debug("replayer.rivals_unknown", reason=err.reason)
+
+
 async def _serve_and_play(
     client: MqttClient,
     status: _StatusTopic,
@@ -500,17 +523,13 @@ async def _serve_and_play(
     matches: Sequence[Match | Recording],
     waits: Sequence[float],
     one_after_another: bool,
-    rivals: Coroutine[Any, Any, None] | None = None,
 ) -> list[ReplayReport]:
-    """Play the matches while the control service, the status updates and the watch for
-    another replayer on the same matches (``rivals``) run beside them."""
+    """Play the matches while the control service and the status updates run beside them."""
     async with asyncio.TaskGroup() as tg:
         helpers = [
             tg.create_task(service.serve()),
             tg.create_task(status.publish_changes(client)),
         ]
-        if rivals is not None:
-            helpers.append(tg.create_task(rivals))
         try:
             return await _play(service.replayer, matches, waits, one_after_another)
         finally:
@@ -585,10 +604,7 @@ async def run_replay(
         if on_ready is not None:
             on_ready(replayer)
         try:
-            rivals = Rivals(replayer_id, [m.match_id for m in matches], started_ms)
-            watch = warn_of_rivals(url, options.topics, rivals, protocol)
-            return await _serve_and_play(
-                client, status, service, matches, waits, one_after_another, watch
-            )
+            await _hear_rivals(client, service, Rivals(replayer_id, list(status.ids), started_ms))
+            return await _serve_and_play(client, status, service, matches, waits, one_after_another)
         finally:
             await status.say_gone(client)

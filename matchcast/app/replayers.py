@@ -25,6 +25,7 @@ from events import (
     BrokerError,
     ConnectionLostError,
     DecodeError,
+    Message,
     ReplayerStatus,
     Topics,
     decode_status,
@@ -32,7 +33,7 @@ from events import (
 from matchcast.transport.connection import READER_QOS, BrokerURL, Protocol
 from matchcast.transport.mqtt import MqttClient
 
-__all__ = ["ReplayerBook", "Rivals", "follow_replayers", "warn_of_rivals"]
+__all__ = ["ReplayerBook", "Rivals", "follow_replayers"]
 
 _log = structlog.get_logger("matchcast.replayers")
 
@@ -154,6 +155,19 @@ class Rivals:
         self.limit = limit
         self.said: set[tuple[str, str]] = set()
 
+    def heard(self, message: Message) -> None:
+        """Take a message of the status topics: log ``replayer.match_shared`` (a warning)
+        for each match of ours another replayer is online on, once each."""
+        if not message.payload:
+            return  # a status removed
+        try:
+            status = decode_status(message.payload, topic=message.topic)
+        except DecodeError:
+            _log.debug("replayer_status.rejected", topic=message.topic)
+            return
+        for warning in self.take(status):
+            _log.warning("replayer.match_shared", replayer_id=self.replayer_id, **warning)
+
     def take(self, status: ReplayerStatus) -> list[dict[str, object]]:
         """The warnings ``status`` calls for (each a log line's fields), once each."""
         if status.status != "online" or status.replayer_id == self.replayer_id:
@@ -191,30 +205,3 @@ class Rivals:
                 }
             )
         return out
-
-
-async def warn_of_rivals(
-    url: BrokerURL | Sequence[BrokerURL],
-    topics: Topics,
-    rivals: Rivals,
-    protocol: Protocol = "auto",
-) -> None:
-    """Log ``replayer.match_shared`` (a warning) when another replayer is online on one of
-    ``rivals``' matches, retained statuses first (one already running), then live (one that
-    starts later), until cancelled. Best effort: a broker that will not tell costs the
-    warning (logged at debug), never the replay."""
-    try:
-        client_id = f"matchcast-rivals-{uuid.uuid4().hex[:8]}"
-        async with MqttClient(url, client_id=client_id, protocol=protocol) as c:
-            await c.subscribe(topics.status(), qos=READER_QOS)
-            async for message in c.messages():
-                if not message.payload:
-                    continue
-                try:
-                    status = decode_status(message.payload, topic=message.topic)
-                except DecodeError:
-                    continue  # the status followers say so
-                for warning in rivals.take(status):
-                    _log.warning("replayer.match_shared", replayer_id=rivals.replayer_id, **warning)
-    except BrokerError as err:
-        _log.debug("replayer.rivals_unknown", reason=str(err))

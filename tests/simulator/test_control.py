@@ -307,6 +307,9 @@ async def test_a_seek_lands_at_the_minute_asked_in_the_reply_and_the_stream(minu
     await h.until_seq(1, newer_than=old_run)
     first = next(e for e in h.events() if e.run > old_run)
     assert first.clock.label == f"{minute}'"
+    snapshot = next(s for s in h.states() if s.run > old_run)  # what a scoreboard shows first
+    assert snapshot.clock is not None and snapshot.clock.label == f"{minute}'"
+    assert snapshot.last_seq == first.seq - 1
     (now,) = h.replayer.playback()
     assert now.clock is not None and now.clock.label == f"{minute}'"
     h.control("stop")
