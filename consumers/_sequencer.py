@@ -164,9 +164,9 @@ class Sequencer:
                 match_id=self.match_id,
                 run=run,
                 following=self.run,
-                first=stale_log,
+                first_dropped=stale_log.split(".")[0],
                 seq=seq,
-                dropping="every message of the older run, from now on without a log line",
+                dropping="every message of the older run (the rest logged at debug)",
             )
             return False
         if self.state is not None or self.held or self.ended:
