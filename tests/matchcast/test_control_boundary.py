@@ -291,3 +291,14 @@ async def test_a_message_on_another_topic_is_not_taken_for_a_command() -> None:
     assert not [e for e in logs if e["event"] == "control.rejected"]
     replay.replayer.control(events.ControlCommand(request_id="s", command="stop"))
     await replay.finish()
+
+
+@pytest.mark.parametrize("minute", ["200", 200, "120+40"])
+def test_a_minute_past_play_goes_to_the_replayer_which_knows_the_last_one(
+    minute: str | int,
+) -> None:
+    """The page and ``control`` pass ``seek 200`` on: the replayer answers with its match's
+    last minute played, instead of a "written like 60 or 90+2" that reads as a typo."""
+    assert _check_command({"command": "seek", "minute": minute}) == ("seek", str(minute), None)
+    command = make_command("seek", str(minute), None, "r1", "x")
+    assert command.minute == str(minute)
