@@ -102,6 +102,10 @@ class RunnerStats:
         return {k: getattr(self, k) for k in self.__slots__}
 
 
+#: Older runs whose drops :class:`Sequencer` remembers having said.
+_SUPERSEDED_KEPT = 8
+
+
 @dataclass(slots=True)
 class Sequencer:
     """The state of one match and the rules in the module docstring.
@@ -134,6 +138,9 @@ class Sequencer:
     #: Called with True when events start waiting in ``early`` and False when the wait ends:
     #: the runner starts and stops its timer (it calls :meth:`release` when it fires).
     on_wait: Callable[[bool], None] | None = None
+    #: The older runs whose messages were said to be dropped (``match.run_superseded``), the
+    #: latest few: each is said once, not once per message.
+    superseded: list[int] = field(default_factory=list)
 
     def _ended_if(self, finished: bool) -> None:
         self.ended = finished
@@ -146,7 +153,21 @@ class Sequencer:
             return True
         if run < self.run:
             self.stats.stale += 1
-            _log.info(stale_log, match_id=self.match_id, run=run, seq=seq, applied=self.run)
+            if run in self.superseded:
+                _log.debug(stale_log, match_id=self.match_id, run=run, seq=seq, applied=self.run)
+                return False
+            self.superseded = [*self.superseded[-(_SUPERSEDED_KEPT - 1) :], run]
+            # Once per older run: another replayer still publishing the match (the newest
+            # run wins), or a session's backlog from before a seek or a restart.
+            _log.warning(
+                "match.run_superseded",
+                match_id=self.match_id,
+                run=run,
+                following=self.run,
+                first_dropped=stale_log.split(".")[0],
+                seq=seq,
+                dropping="every message of the older run (the rest logged at debug)",
+            )
             return False
         if self.state is not None or self.held or self.ended:
             self._restart(run)

@@ -5,7 +5,7 @@ It prints a report at full time (and, for a match still going, when the consumer
     wc2026-sf-arg-eng  FT  ARG 2-1 ENG
       goals        55'    ENG  Anthony Gordon           0-1
                    ...
-      possession   55'-86'  ENG 12%  ARG 88%
+      possession   55'-86'  ARG 88% · ENG 12%
 
 The goals come from the state (so a goal ruled out later drops out, and a late joiner knows
 the goals before it joined); the possession stretches and cards from the events seen.
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from consumers._subscriber import Subscriber, on, on_state, on_stop
 from consumers.printable import printable
-from events import Card, FullTime, GoalDisallowed, MatchState, Possession, clip
+from events import Card, FullTime, GoalDisallowed, MatchState, Possession, clip, facts
 
 __all__ = ["GoalLine", "MatchStats", "PossessionStretch", "Stats"]
 
@@ -74,16 +74,14 @@ class MatchStats:
         out = [f"{s.match_id}  {s.display_clock}  {s.scoreline}"]
         rows: list[tuple[str, str]] = []
         for g in self.goals:
-            how = {"penalty": " (pen)", "own_goal": " (o.g.)"}.get(g.method or "", "")
+            how = facts.goal_tag(g.method)
             rows.append(("goals", f"{g.clock:<6} {g.team:<4} {g.scorer + how:<26} {g.score}"))
         rows += [("ruled out", d) for d in self.disallowed]
         for p in self.possession:
             stretch = f"{p.since}-{p.until}" if p.since else f"to {p.until}"
-            shares = "  ".join(f"{team} {v:.0f}%" for team, v in p.share.items())
-            rows.append(("possession", f"{stretch}  {shares}"))
+            rows.append(("possession", f"{stretch}  {facts.possession(s, p.share)}"))
         if not self.possession and s.possession:
-            shares = "  ".join(f"{team} {v:.0f}%" for team, v in s.possession.items())
-            rows.append(("possession", f"latest  {shares}"))
+            rows.append(("possession", f"latest  {facts.possession(s)}"))
         if self.cards:
             rows.append(
                 ("cards", "  ".join(f"{t} {n} {c}" for (t, c), n in sorted(self.cards.items())))

@@ -18,7 +18,7 @@ from consumers._runner import MAX_MATCHES
 from consumers._subscriber import Subscriber
 from consumers.printable import printable
 from consumers.scoreboard import Scoreboard, commentary
-from events import Event, MatchState, Possession, clip
+from events import Event, MatchState, Possession, clip, facts
 
 __all__ = ["TerminalView"]
 
@@ -41,6 +41,8 @@ class TerminalView:
         #: Matches whose replayer is offline (stopped, or died: its last will said so), least
         #: recently said first; at most MAX_MATCHES (a status may name matches never shown).
         self._offline: dict[str, None] = {}
+        #: The run each match shown is in: a newer one is a new replay (or a seek), said.
+        self._runs: dict[str, int] = {}
         self.subscriber = Subscriber("terminal")
         self.subscriber.on()(self._on_event)
         self.subscriber.on_state(self._on_state)
@@ -64,23 +66,33 @@ class TerminalView:
             self._live.__exit__(None, None, None)
             self._live = None
 
+    def _new_run(self, state: MatchState) -> bool:
+        """Whether ``state`` is of a newer run than the match was in (remembered now)."""
+        known = self._runs.get(state.match_id)
+        self._runs[state.match_id] = state.run
+        if len(self._runs) > MAX_MATCHES:
+            del self._runs[next(iter(self._runs))]
+        return known is not None and state.run > known
+
     def _on_event(self, event: Event, state: MatchState) -> None:
+        if self._new_run(state):
+            self._say(printable(f"{'':<7}NEW RUN  {state.match_id}: replayed again from here"))
         self.board.states[state.match_id] = state
         if state.match_id in self._offline:  # events again: a replayer runs it
             del self._offline[state.match_id]
             self._say(f"{'':<7}REPLAYER ONLINE  {state.match_id}")
         if isinstance(event, Possession):
-            end = event.clock.label
-            span = f"{event.since.label}-{end}" if event.since else f"to {end}"
-            self._possession_span[state.match_id] = span
+            span = facts.possession_span(event.since, event.clock)
+            self._possession_span[state.match_id] = span or ""
         line = commentary(event, state)
         if line is not None:
             self._say(printable(line))  # names on the wire may hold terminal controls
         self._refresh()
 
     def _on_state(self, state: MatchState) -> None:
+        said = "NEW RUN" if self._new_run(state) else "JOINED"
         self.board.states[state.match_id] = state
-        self._say(printable(f"{'':<7}JOINED  {state.scoreline}  ({state.display_clock})"))
+        self._say(printable(f"{'':<7}{said}  {state.scoreline}  ({state.display_clock})"))
         self._refresh()
 
     def replayer_status(self, match_id: str, status: str) -> None:
@@ -133,15 +145,6 @@ def _about(state: MatchState) -> str | None:
     return " · ".join(p for p in parts if p) or None
 
 
-def _span(state: MatchState) -> str | None:
-    """``55'-86'``: the stretch the state's possession shares cover, where the state says it."""
-    until = state.possession_until
-    if until is None:
-        return None
-    since = state.possession_since
-    return f"{since.label}-{until.label}" if since else f"to {until.label}"
-
-
 def _board(state: MatchState, possession_span: str | None = None, offline: bool = False) -> Panel:
     home = printable(clip(state.home.name)) if state.home else "?"
     away = printable(clip(state.away.name)) if state.away else "?"
@@ -155,12 +158,8 @@ def _board(state: MatchState, possession_span: str | None = None, offline: bool 
     table.add_row(
         Text(home, style="bold"), Text(score, style="bold reverse"), Text(away, style="bold")
     )
-    scorers_home = "\n".join(
-        printable(f"{clip(g.scorer)} {g.clock.label}") for g in state.goals if g.team == hc
-    )
-    scorers_away = "\n".join(
-        printable(f"{clip(g.scorer)} {g.clock.label}") for g in state.goals if g.team == ac
-    )
+    scorers_home = "\n".join(printable(facts.scorer_line(g)) for g in state.goals if g.team == hc)
+    scorers_away = "\n".join(printable(facts.scorer_line(g)) for g in state.goals if g.team == ac)
     table.add_row(
         Text(scorers_home, style="dim"),
         Text(state.display_clock, style="bold"),
@@ -178,19 +177,16 @@ def _board(state: MatchState, possession_span: str | None = None, offline: bool 
         body.append(
             Text("replayer offline: no more events coming", style="bold red", justify="center")
         )
-    if state.shootout:
-        ph, pa = state.shootout.get(hc, 0), state.shootout.get(ac, 0)
-        teams = [t for t in (state.home, state.away) if t and t.code == state.winner]
-        said = (
-            f"{clip(teams[0].name)} win {max(ph, pa)}-{min(ph, pa)} on penalties"
-            if teams
-            else f"penalties {ph} - {pa}"
-        )
-        body.append(Text(said, style="bold", justify="center"))
+    shootout = facts.shootout_result(state)
+    if shootout is not None:
+        body.append(Text(shootout, style="bold", justify="center"))
     if state.possession:
-        order = [c for c in (hc, ac) if c in state.possession] or list(state.possession)
-        poss = " · ".join(f"{t} {state.possession[t]:.0f}%" for t in order)
+        poss = facts.possession(state)
         # The shares cover one stretch of play (the semi-final's 88/12 is 55'-86'), not the match.
-        span = _span(state) or possession_span or "over a stretch of play"
+        span = (
+            facts.possession_span(state.possession_since, state.possession_until)
+            or possession_span
+            or "over a stretch of play"
+        )
         body.append(Text(f"possession {span}: {poss}", style="dim", justify="center"))
     return Panel(Group(*body), title=Text(state.match_id), subtitle=Text(f"seq {state.last_seq}"))

@@ -4,12 +4,15 @@ Imports no MQTT client and does no I/O. The event types and their vocabulary are
 events/_models.py lists them (its ``__all__``), so adding a type needs no edit here.
 """
 
+from events import _facts as facts
 from events import _models
 from events._clock import (
     ADDED_TIME_AFTER,
+    END_OF_PLAY,
     LAST_MINUTE,
     PERIOD_BOUNDS,
     MatchClock,
+    MinutePastPlayError,
     Period,
     format_minute,
     minute_of_play,
@@ -103,6 +106,7 @@ __all__ = [
     "ADDED_TIME_AFTER",
     "CONTENT_TYPE",
     "DEFAULT_ROOT",
+    "END_OF_PLAY",
     "LAST_MINUTE",
     "LOAD_ROOT",
     "MAX_COMMAND_BYTES",
@@ -135,6 +139,7 @@ __all__ = [
     "Message",
     "MessageProps",
     "MessageSource",
+    "MinutePastPlayError",
     "Period",
     "PlaybackState",
     "PublishRefusedError",
@@ -182,3 +187,5 @@ __all__ = [
 ]
 # Every event type is exported with no second list: a new type in events/_models.py is here too.
 __all__ += _models.__all__
+# How each fact reads, for every view: ``events.facts.possession(state)``, ...
+__all__ += ["facts"]

@@ -24,9 +24,11 @@ from events._quote import quote
 
 __all__ = [
     "ADDED_TIME_AFTER",
+    "END_OF_PLAY",
     "LAST_MINUTE",
     "PERIOD_BOUNDS",
     "MatchClock",
+    "MinutePastPlayError",
     "Period",
     "format_minute",
     "minute_of_play",
@@ -129,6 +131,25 @@ def format_minute(minute: int, added: int = 0, period: Period | None = None) -> 
     return MatchClock.at(minute, added, period).label
 
 
+class MinutePastPlayError(ValueError):
+    """A minute written right (``200``, ``120+40``) but past the end of any match.
+
+    Attributes:
+        minute: the minute as written, without its ``'``.
+    """
+
+    def __init__(self, minute: str) -> None:
+        self.minute = minute
+        super().__init__(
+            f"minute {minute} is past the end of play (the latest a match can go is "
+            f"{LAST_MINUTE}+{_MAX_ADDED}')"
+        )
+
+
+#: The most added minutes after a period (``MatchClock.added``).
+_MAX_ADDED = 30
+
+
 def parse_minute(text: str) -> MatchClock:
     """The match clock at a minute as people write it: ``80``, ``90+2``, ``45+1'``.
 
@@ -139,6 +160,8 @@ def parse_minute(text: str) -> MatchClock:
     ``\\uff14\\uff15`` is refused.
 
     Raises:
+        MinutePastPlayError: a minute written right but later than any match can last (``200``,
+            ``120+40``): who knows the match says which minute was its last.
         ValueError: not such a minute; the message says what is expected.
     """
     problem = f"a minute is written like 60 or 90+2 in the digits 0-9, not {quote(text)}"
@@ -148,6 +171,8 @@ def parse_minute(text: str) -> MatchClock:
         value, extra = whole_number(minute), whole_number(added) if added else 0
     except ValueError:
         raise ValueError(problem) from None
+    if value > LAST_MINUTE or (value == LAST_MINUTE and extra > _MAX_ADDED):
+        raise MinutePastPlayError(body)
     if not Period.FIRST_HALF.first_minute <= value <= LAST_MINUTE:
         raise ValueError(problem)
     try:
@@ -202,7 +227,9 @@ class MatchClock(BaseModel):
 
     period: Period = Field(description="1 first half, 2 second half, 3-4 extra time, 5 shoot-out")
     minute: int = Field(ge=0, le=120, description="Regulation minute; 0 before kickoff")
-    added: int = Field(default=0, ge=0, le=30, description="Added minutes past the period end")
+    added: int = Field(
+        default=0, ge=0, le=_MAX_ADDED, description="Added minutes past the period end"
+    )
     label: str = Field(default="", description="As football writes it: 55', 90+2', PEN")
 
     @model_validator(mode="after")
@@ -239,3 +266,8 @@ class MatchClock(BaseModel):
 
     def __str__(self) -> str:
         return self.label
+
+
+#: The latest minute of play there can be (``120+30'``): where a minute past the end
+#: (:class:`MinutePastPlayError`) stands while its match is not known yet.
+END_OF_PLAY = MatchClock.at(LAST_MINUTE, _MAX_ADDED)

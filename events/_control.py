@@ -30,7 +30,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError, from_json
 
-from events._clock import MatchClock, parse_minute
+from events._clock import END_OF_PLAY, MatchClock, MinutePastPlayError, parse_minute
 from events._errors import ControlCommandError, DecodeError
 from events._models import MatchId, RunId
 from events._numbers import decimal_number
@@ -187,15 +187,23 @@ class ControlCommand(_Frozen):
         if self.command == "seek":
             if self.minute is None:
                 raise ValueError("seek needs a minute, such as 80 or 90+2")
-            parse_minute(self.minute)
+            _seek_target(self.minute)
         if self.command == "speed" and self.speed is None:
             raise ValueError(f"speed needs a speed: {SPEED_RANGE}")
         return self
 
     @property
     def target(self) -> MatchClock | None:
-        """The clock a ``seek`` goes to."""
-        return parse_minute(self.minute) if self.minute is not None else None
+        """The clock a ``seek`` goes to (:data:`END_OF_PLAY` for a minute past any match's
+        end: the replayer answers with the last minute its match played)."""
+        return _seek_target(self.minute) if self.minute is not None else None
+
+
+def _seek_target(minute: str) -> MatchClock:
+    try:
+        return parse_minute(minute)
+    except MinutePastPlayError:
+        return END_OF_PLAY
 
 
 class MatchPlayback(_Frozen):
@@ -227,11 +235,13 @@ class ControlReply(_Frozen):
 class ReplayerStatus(_Frozen):
     """Whether a replayer is running, retained on its status topic.
 
-    ``online`` when it connects; ``offline`` when it stops, or from its last will when the
-    connection dies without a goodbye. While online it is published again on every change of
-    playback (pause, seek, speed, ...; see docs/control.md), with ``state``, ``speed``,
-    ``since`` and each match's ``playback``. It lists the ids of its matches, which is how a
-    consumer finds their state topics where wildcards get no retained messages (RabbitMQ 3.10).
+    ``online`` when it connects; removed (an empty retained message) when it ends, so nothing
+    of it is left behind; ``offline`` from its last will when the connection dies without a
+    goodbye (with a day's MQTT 5 message expiry). While online it is published again on every
+    change of playback (pause, seek, speed, ...; see docs/control.md), with ``state``,
+    ``speed``, ``since`` and each match's ``playback``. It lists the ids of its matches, which
+    is how a consumer finds their state topics where wildcards get no retained messages
+    (RabbitMQ 3.10).
     """
 
     status: Literal["online", "offline"]

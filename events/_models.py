@@ -5,28 +5,28 @@ belongs to, a per-match sequence number (1, 2, 3, ... contiguous within a run), 
 clock, and the wall time it was emitted.
 
 **An event type is declared once, here, in its class**: its fields, the schema version that
-added it (``added_in``), how it reads in a ticker (:meth:`BaseEvent.describe`: the terminal line
-and the page's badge and text), the CSS class of its row on the page (``style``), and an
-example payload where the bundled semi-final has none (``example``). Everything else is built
-from :data:`EVENT_MODELS`: the codec, the wire examples, the docs, the AsyncAPI document,
-the terminal and browser tickers. Only :data:`Event`, the static union the type checker needs,
-repeats the list, at the end of this file; ``tests/test_event_registry.py`` fails when the two
-disagree. The reducer (events/_state.py) changes only for a type that changes the state.
+added it (``added_in``), the CSS class of its row on the page (``style``), and an example
+payload where the bundled semi-final has none (``example``). How it reads in a ticker (the
+terminal line and the page's badge and text) is its function in :mod:`events._facts`, which
+:meth:`BaseEvent.describe` looks up, beside the facts every view words alike. Everything
+else is built from :data:`EVENT_MODELS`: the codec, the wire examples, the docs, the AsyncAPI
+document, the terminal and browser tickers. Only :data:`Event`, the static union the type
+checker needs, repeats the list, at the end of this file; ``tests/test_event_registry.py``
+fails when the two disagree. The reducer (events/_state.py) changes only for a type that
+changes the state.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, get_args
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
 from events._clock import MatchClock, Period
-from events._quote import clip
+from events._facts import GOAL_METHOD_NAMES, Said, describer, recalled_goal
 
 if TYPE_CHECKING:
     from events._state import GoalRecord, MatchState
@@ -95,10 +95,6 @@ TeamCode = Annotated[
 #: Goals per team, keyed by team code.
 Score = dict[TeamCode, Annotated[int, Field(ge=0)]]
 GoalMethod = Literal["open_play", "header", "penalty", "free_kick", "own_goal"]
-#: How the page names a goal's method ("" for open play, which needs no word).
-GOAL_METHOD_NAMES: Mapping[str, str] = MappingProxyType(
-    {"header": "header", "penalty": "penalty", "free_kick": "free kick", "own_goal": "own goal"}
-)
 
 
 class _Frozen(BaseModel):
@@ -127,21 +123,6 @@ class MatchInfo(_Frozen):
 
 
 # ---------------------------------------------------------------- what a type declares
-
-
-@dataclass(frozen=True, slots=True)
-class Said:
-    """What an event says in a ticker, as its type's :meth:`BaseEvent.describe` returns it.
-
-    Attributes:
-        kind: the page's badge: ``GOAL``, ``YELLOW CARD``.
-        text: the page's text beside the badge.
-        line: the terminal's line after the minute column; ``"{kind}  {text}"`` when None.
-    """
-
-    kind: str
-    text: str
-    line: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,27 +178,6 @@ class Example:
     earlier_run_ms: int = 0
 
 
-def short_score(state: MatchState) -> str:
-    """The goals alone, home first: ``2-1``."""
-    codes = [t.code for t in (state.home, state.away) if t] or list(state.score)
-    return "-".join(str(state.score.get(c, 0)) for c in codes)
-
-
-def page_score(state: MatchState) -> str:
-    """The score as the page says it: ``ARG 2-1 ENG``; empty while the two teams are unknown."""
-    codes = [t.code for t in (state.home, state.away) if t] if state.home and state.away else []
-    codes = codes or list(state.score)
-    if len(codes) < 2:
-        return ""
-    h, a = codes[0], codes[1]
-    return f"{h} {state.score.get(h, 0)}-{state.score.get(a, 0)} {a}"
-
-
-def percent(value: float) -> int:
-    """A share rounded as the page always rounded it (half up, not to even)."""
-    return math.floor(value + 0.5)
-
-
 class BaseEvent(_Frozen):
     """The envelope every event carries."""
 
@@ -249,8 +209,11 @@ class BaseEvent(_Frozen):
         return str(cls.model_fields["type"].default)
 
     def describe(self, state: MatchState) -> Said | None:
-        """What the event says in a ticker, given the state after it; None: nothing (ticks)."""
-        return None
+        """What the event says in a ticker, given the state after it; None: nothing (ticks).
+
+        Its type's words are in :mod:`events._facts` (one place for how every fact reads)."""
+        words = describer(self.event_type())
+        return None if words is None else words(self, state)
 
     def commentary(self, state: MatchState) -> Commentary | None:
         """Its ticker row and line, given the state after it; None for a silent event."""
@@ -279,11 +242,6 @@ class KickOff(BaseEvent):
         default=None, description="Competition, stage, venue, kickoff, where known (1.2)"
     )
 
-    def describe(self, state: MatchState) -> Said:
-        if self.clock.period is Period.FIRST_HALF:
-            return Said("KICK-OFF", f"{clip(self.home.name)} v {clip(self.away.name)}")
-        return Said("KICK-OFF", f"{self.clock.period.short} under way")
-
 
 class ClockTick(BaseEvent):
     """The clock enters a new minute of play."""
@@ -297,11 +255,6 @@ class PeriodEnd(BaseEvent):
     type: Literal["period_end"] = "period_end"
     score: Score
 
-    def describe(self, state: MatchState) -> Said:
-        period = self.clock.period
-        what = "HALF TIME" if period is Period.FIRST_HALF else f"END OF {period.short}"
-        return Said(what, page_score(state), f"{what}  {state.scoreline}")
-
 
 class Goal(BaseEvent):
     """A goal, with the score after it."""
@@ -314,24 +267,15 @@ class Goal(BaseEvent):
     detail: str | None = Field(default=None, description="Free text: 'header from five yards'")
     score: Score = Field(description="Score after the goal")
 
-    def describe(self, state: MatchState) -> Said:
-        how = GOAL_METHOD_NAMES.get(self.method or "", "")
-        tag = {"penalty": " (pen)", "own_goal": " (o.g.)"}.get(self.method or "", "")
-        scorer = clip(self.scorer)
-        return Said(
-            "GOAL",
-            f"{scorer} ({self.team}){f', {how}' if how else ''}. {page_score(state)}",
-            f"GOAL  {scorer} ({self.team}){tag}  {short_score(state)}",
-        )
-
     @classmethod
     def recalled(cls, goal: GoalRecord) -> Commentary:
         """The row of a goal the page learns from a state snapshot (it joined after it)."""
+        said = recalled_goal(goal)
         return Commentary(
             minute=goal.clock.label,
-            kind="GOAL",
-            text=f"{clip(goal.scorer)} ({goal.team})",
-            line=f"GOAL  {clip(goal.scorer)} ({goal.team})",
+            kind=said.kind,
+            text=said.text,
+            line=said.line or f"{said.kind}  {said.text}",
             style=cls.style or cls.event_type(),
         )
 
@@ -357,14 +301,6 @@ class GoalDisallowed(BaseEvent):
     reason: str | None = None
     score: Score = Field(description="Score after the retraction")
 
-    def describe(self, state: MatchState) -> Said:
-        why = f": {clip(self.reason)}" if self.reason else ""
-        return Said(
-            "NO GOAL",
-            f"{self.team} goal ruled out{why}. {page_score(state)}",
-            f"NO GOAL  {self.team} goal ruled out{why}  {short_score(state)}",
-        )
-
 
 class Possession(BaseEvent):
     """Possession shares over a stretch of play, in percent."""
@@ -372,14 +308,6 @@ class Possession(BaseEvent):
     type: Literal["possession"] = "possession"
     share: dict[TeamCode, Annotated[float, Field(ge=0, le=100)]]
     since: MatchClock | None = Field(default=None, description="Start of the stretch measured")
-
-    def describe(self, state: MatchState) -> Said:
-        c = self.clock.label
-        shares = ", ".join(f"{t} {percent(v)}%" for t, v in self.share.items())
-        terminal = "  ".join(f"{t} {v:.0f}%" for t, v in self.share.items())
-        span = f" {self.since.label}-{c}" if self.since else ""  # the stretch it covers
-        over = f" over {self.since.label}\u2013{c}" if self.since else ""
-        return Said("POSSESSION", f"{shares}{over}", f"POSSESSION{span}  {terminal}")
 
 
 class Card(BaseEvent):
@@ -397,11 +325,6 @@ class Card(BaseEvent):
     player: str = Field(min_length=1)
     card: Literal["yellow", "second_yellow", "red"]
 
-    def describe(self, state: MatchState) -> Said:
-        return Said(
-            f"{self.card.replace('_', ' ').upper()} CARD", f"{clip(self.player)} ({self.team})"
-        )
-
 
 class Substitution(BaseEvent):
     """One player replaces another."""
@@ -417,9 +340,6 @@ class Substitution(BaseEvent):
     team: TeamCode
     player_off: str = Field(min_length=1)
     player_on: str = Field(min_length=1)
-
-    def describe(self, state: MatchState) -> Said:
-        return Said("SUB", f"{self.team}: {clip(self.player_on)} on, {clip(self.player_off)} off")
 
 
 class ShootoutKick(BaseEvent):
@@ -443,15 +363,6 @@ class ShootoutKick(BaseEvent):
     scored: bool
     shootout: Score
 
-    def describe(self, state: MatchState) -> Said:
-        result = "scores" if self.scored else "misses"
-        pens = "-".join(str(v) for v in self.shootout.values())
-        return Said(
-            "PENALTY",
-            f"{clip(self.taker)} ({self.team}) {result}",
-            f"{clip(self.taker)} ({self.team}) {result}  {pens}",
-        )
-
 
 class FullTime(BaseEvent):
     """The final whistle: the final score, and the winner where there is one."""
@@ -460,9 +371,6 @@ class FullTime(BaseEvent):
     score: Score
     shootout: Score | None = None
     winner: TeamCode | None = Field(default=None, description="None for a draw")
-
-    def describe(self, state: MatchState) -> Said:
-        return Said("FULL TIME", page_score(state), f"FULL TIME  {state.scoreline}")
 
 
 class ReplayStopped(BaseEvent):
@@ -485,15 +393,6 @@ class ReplayStopped(BaseEvent):
     )
     detail: str | None = Field(default=None, description="What failed, for a person")
 
-    def describe(self, state: MatchState) -> Said:
-        why = "interrupted" if self.reason == "interrupted" else "replayer error"
-        page = " (replayer error)" if self.reason == "error" else ""
-        return Said(
-            "REPLAY STOPPED",
-            f"{page_score(state)}: not a final score{page}",
-            f"REPLAY STOPPED ({why})  {state.scoreline}: not a final score",
-        )
-
 
 #: What a VAR review checked: the four situations the video assistant referee may review.
 VarReviewed = Literal["goal", "penalty", "red_card", "mistaken_identity"]
@@ -507,21 +406,6 @@ VarDecision = Literal[
     "red_card_cancelled",
     "no_change",
 ]
-_VAR_REVIEWED = {
-    "goal": "goal",
-    "penalty": "penalty",
-    "red_card": "red card",
-    "mistaken_identity": "mistaken identity",
-}
-_VAR_DECISIONS = {
-    "goal_awarded": "goal given",
-    "goal_disallowed": "no goal",
-    "penalty_awarded": "penalty given",
-    "penalty_cancelled": "no penalty",
-    "red_card": "red card",
-    "red_card_cancelled": "no red card",
-    "no_change": "the decision stands",
-}
 
 
 class VarReview(BaseEvent):
@@ -549,12 +433,6 @@ class VarReview(BaseEvent):
     reviewed: VarReviewed = Field(description="What the VAR checked")
     decision: VarDecision = Field(description="The referee's decision after the review")
     reason: str | None = Field(default=None, description="Why, for a person: 'offside'")
-
-    def describe(self, state: MatchState) -> Said:
-        who = f"{clip(self.player)} ({self.team})" if self.player else self.team
-        why = f" ({clip(self.reason)})" if self.reason else ""
-        checked = _VAR_REVIEWED[self.reviewed].capitalize()
-        return Said("VAR", f"{checked} review, {who}: {_VAR_DECISIONS[self.decision]}{why}")
 
 
 # ---------------------------------------------------------------- the union

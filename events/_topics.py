@@ -12,7 +12,7 @@ Under a root (default ``matchcast``; ``matchcast load`` uses ``matchcast-load``)
 
     {root}/matches/{match_id}/events     every event, in seq order      QoS 1, not retained
     {root}/matches/{match_id}/state      MatchState after each event    QoS 1, retained
-    {root}/replayers/{replayer_id}/status  online/offline (last will)   QoS 1, retained
+    {root}/replayers/{replayer_id}/status  online; offline (last will)  QoS 1, retained
     {root}/replayers/{replayer_id}/control   commands to the replayer     QoS 1, not retained
     {root}/replayers/{replayer_id}/replies/{request_id}  its answers     QoS 1, not retained
     {root}/deadletter/{consumer}         messages a consumer rejected   QoS 1, not retained
@@ -129,8 +129,9 @@ TOPIC_TREE: tuple[TopicSpec, ...] = (
         channel_id="replayerStatus",
         levels="replayers/{replayer_id}/status",
         title="Replayer status",
-        payload="online when a replayer starts, offline when it stops or its connection dies "
-        "(last will)",
+        payload="online while a replayer runs; removed (an empty retained message) when it "
+        "ends; offline from its last will when its connection dies (expiring after a day "
+        "on MQTT 5)",
         qos=1,
         retain=True,
         expiry=None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import MutableMapping
-from typing import Any, Literal, TextIO
+from typing import Any, Literal, TextIO, cast
 
 import structlog
 
@@ -33,9 +33,11 @@ def configure_logging(
         fmt: ``console`` (coloured, aligned), ``json`` (one object per line), or ``auto``
             (console when ``stream`` is a terminal).
         level: minimum level, e.g. ``logging.INFO`` or ``"warning"``.
-        stream: where logs go; standard error by default, keeping standard output for results.
+        stream: where logs go; standard error by default, keeping standard output for results
+            (whatever ``sys.stderr`` is at each line: while a live view draws, rich's, which
+            prints the line above the view instead of gluing it to its border).
     """
-    stream = stream or sys.stderr
+    stream = stream or cast("TextIO", _CurrentStderr())
     if isinstance(level, str):
         level = logging.getLevelNamesMapping()[level.upper()]
     if fmt == "auto":
@@ -121,6 +123,20 @@ class _SocketErrorsAsDebug(logging.Filter):
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
             return self.shown
         return True
+
+
+class _CurrentStderr:
+    """``sys.stderr`` as it is when a line is written, not as it was when logging was set up:
+    a live view (``rich.live.Live``) swaps in a proxy that prints above the view."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
 
 
 class _LibraryHandler(logging.StreamHandler):  # type: ignore[type-arg]

@@ -36,18 +36,26 @@ class SeekError(ValueError):
     """A minute the match cannot go to; the message says which minutes it can."""
 
 
-def seek_index(events: Sequence[Event], target: MatchClock) -> int:
+def seek_index(events: Sequence[Event], target: MatchClock, asked: str | None = None) -> int:
     """Index of the first event at or after ``target``.
 
+    Args:
+        asked: the minute as the command wrote it, for the error (default: the target's).
+
     Raises:
-        SeekError: the target is past the match's last event, or before its first.
+        SeekError: the target is past the match's last event; the message names the last
+            minute played.
     """
     if not events:
         raise SeekError("the match has no events")
-    first, last = events[0].clock, events[-1].clock
+    last = events[-1].clock
     key = target.sort_key
     if key > last.sort_key:
-        raise SeekError(f"minute {target.label} is outside the match ({first.label}-{last.label})")
+        minute = (asked or target.label).strip().rstrip("'")
+        raise SeekError(
+            f"minute {minute} is past the end: the last minute played in "
+            f"{events[-1].match_id} is {last.label}"
+        )
     for i, event in enumerate(events):
         if event.clock.sort_key >= key:
             return i
@@ -221,7 +229,7 @@ def apply_command(
             if not live:
                 return "no match is playing to seek in"
             try:
-                indices = [(r, seek_index(r.events, target)) for r in live]
+                indices = [(r, seek_index(r.events, target, command.minute)) for r in live]
             except SeekError as err:
                 return str(err)
             for run, index in indices:

@@ -43,6 +43,7 @@ __all__ = [
     "MAX_YAML_NODES",
     "RECORDING",
     "FileKind",
+    "Positions",
     "input_lines",
     "load_input",
     "open_input",
@@ -294,8 +295,34 @@ class _BoundedLoader(yaml.SafeLoader):
         return event
 
 
-def parse_yaml(data: bytes, path: Path | str) -> Any:
+#: Where each value of a parsed document starts: its path of keys and indices (as in a
+#: validation error's ``loc``) to its line and column, both counted from 1.
+Positions = dict[tuple[str | int, ...], tuple[int, int]]
+
+
+def _positions(
+    node: yaml.Node, at: tuple[str | int, ...], out: Positions, budget: list[int]
+) -> None:
+    """Record where ``node`` and everything under it start (an alias's copy is not walked
+    again: its first place is the one a person edits)."""
+    if budget[0] <= 0 or at in out:
+        return
+    budget[0] -= 1
+    out[at] = (node.start_mark.line + 1, node.start_mark.column + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                _positions(value, (*at, str(key.value)), out, budget)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _positions(item, (*at, i), out, budget)
+
+
+def parse_yaml(data: bytes, path: Path | str, positions: Positions | None = None) -> Any:
     """The YAML document in ``data`` (read from ``path``), safely and within bounds.
+
+    Args:
+        positions: filled with where each value starts, for errors that name a line.
 
     Raises:
         MatchFileError: not UTF-8, not YAML, nested deeper than :data:`MAX_YAML_DEPTH`, or
@@ -306,15 +333,23 @@ def parse_yaml(data: bytes, path: Path | str) -> Any:
         loader = _BoundedLoader(text)
         loader.name = Path(path).name
         try:
-            return loader.get_single_data()
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            if positions is not None:
+                _positions(node, (), positions, [MAX_YAML_NODES])
+            return loader.construct_document(node)
         finally:
             loader.dispose()
     except (yaml.YAMLError, ValueError, OverflowError) as err:  # ValueError: 2026-13-45
         raise MatchFileError(path, [f"not valid YAML: {' '.join(str(err).split())}"]) from None
 
 
-def load_input(path: Path | str, kind: FileKind) -> Any:
+def load_input(path: Path | str, kind: FileKind, positions: Positions | None = None) -> Any:
     """Read ``path`` within ``kind``'s bounds and parse it: JSON for ``.json``, YAML otherwise.
+
+    Args:
+        positions: filled with where each value starts (a YAML file's; JSON has none).
 
     Raises:
         MatchFileError: as :func:`read_input`, :func:`parse_json` or :func:`parse_yaml`.
@@ -322,4 +357,4 @@ def load_input(path: Path | str, kind: FileKind) -> Any:
     data = read_input(path, kind)
     if Path(path).suffix == ".json":
         return parse_json(data, path)
-    return parse_yaml(data, path)
+    return parse_yaml(data, path, positions)

@@ -14,7 +14,9 @@ one); ``simulator._timeline`` places each incident's events in the stream and kn
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -47,7 +49,7 @@ from events import (
     clip,
     quote,
 )
-from simulator._files import MATCH_FILE, load_input
+from simulator._files import MATCH_FILE, Positions, load_input, parse_yaml, read_input
 from simulator._shootout import decided_at
 
 __all__ = [
@@ -539,15 +541,48 @@ class Match(_Spec):
         return {p.period: PERIOD_BOUNDS[p.period] for p in self.periods}
 
 
-def _problems(err: ValidationError) -> list[str]:
+def _where(loc: tuple[str | int, ...], positions: Positions | None) -> str:
+    """`` (line L, column C)`` of the value at ``loc``, or of the nearest value around it
+    that the file has (a missing field: its mapping); empty without positions."""
+    if not positions:
+        return ""
+    at: tuple[str | int, ...] = ()
+    for part in loc:  # a union's member name in ``loc`` is no key of the file: skipped
+        if (*at, part) in positions:
+            at = (*at, part)
+    if not at:  # the top level: its line says nothing
+        return ""
+    line, column = positions[at]
+    return f" (line {line}, column {column})"
+
+
+#: A whole-file rule's problem that names its field first: ``timeline.0.team: ...``.
+_NAMED = re.compile(r"([A-Za-z_][\w]*(?:\.\w+)*): ")
+
+
+def _locate(problem: str, positions: Positions | None) -> str:
+    """A whole-file rule's ``problem``, with the line and column of the field it names."""
+    named = _NAMED.match(problem)
+    if named is None:
+        return problem
+    loc = tuple(int(p) if p.isdigit() else p for p in named[1].split("."))
+    return f"{named[1]}{_where(loc, positions)}: {problem[named.end() :]}"
+
+
+def _problems(err: ValidationError, positions: Positions | None = None) -> list[str]:
     """One line per problem, each quoted input cut (:func:`events.quote`), at most
-    :data:`MAX_PROBLEMS` of them and how many more."""
+    :data:`MAX_PROBLEMS` of them and how many more; each with its line and column in the
+    file where ``positions`` says."""
     out = []
     for e in err.errors(include_url=False):
         loc = ".".join(clip(str(p)) for p in e["loc"]) or "(file)"
+        if loc != "(file)":
+            loc += _where(tuple(e["loc"]), positions)
         msg = clip(e["msg"].removeprefix("Value error, "), MESSAGE_LIMIT)
         if e["type"] == "value_error":
-            out += [f"{loc}: {m}" if loc != "(file)" else m for m in msg.split("; ")]
+            out += [
+                f"{loc}: {m}" if loc != "(file)" else _locate(m, positions) for m in msg.split("; ")
+            ]
         else:
             got = e.get("input")
             shown = "" if isinstance(got, dict | list) or got is None else f" (got {quote(got)})"
@@ -557,8 +592,10 @@ def _problems(err: ValidationError) -> list[str]:
     return out
 
 
-def parse_match(data: Any, *, path: Path | str = "<match>") -> Match:
-    """Validate already-parsed match data.
+def parse_match(
+    data: Any, *, path: Path | str = "<match>", positions: Positions | None = None
+) -> Match:
+    """Validate already-parsed match data (``positions``: where its values are in the file).
 
     Raises:
         MatchFileError: naming ``path``, and each field path with what was expected.
@@ -570,7 +607,7 @@ def parse_match(data: Any, *, path: Path | str = "<match>") -> Match:
     try:
         return Match.model_validate(data)
     except ValidationError as err:
-        raise MatchFileError(path, _problems(err)) from None
+        raise MatchFileError(path, _problems(err, positions)) from None
 
 
 def load_match(path: Path | str) -> Match:
@@ -583,4 +620,14 @@ def load_match(path: Path | str) -> Match:
         MatchFileError: the file is missing, not a regular file, too big, unreadable, not
             YAML/JSON, nested too deep, or invalid.
     """
-    return parse_match(load_input(path, MATCH_FILE), path=path)
+    positions: Positions = {}
+    data = load_input(path, MATCH_FILE, positions)
+    try:
+        return parse_match(data, path=path, positions=positions)
+    except MatchFileError:
+        if positions or Path(path).suffix != ".json":
+            raise
+    # JSON is read by a parser that keeps no positions: YAML's reads it again for them.
+    with contextlib.suppress(MatchFileError):
+        parse_yaml(read_input(path, MATCH_FILE), path, positions)
+    return parse_match(data, path=path, positions=positions)

@@ -163,6 +163,8 @@ class ReplayOptions:
         resend_window: after a reconnect, re-send the events published in the last this
             many wall seconds (a broker killed loses what it acknowledged since its last
             save); 0 re-sends only what the broker had not acknowledged.
+        cancel_is_stop: a cancel (Ctrl-C) is how the program ends, not a mishap: the
+            replay's end is logged as info, not a warning (``web --demo``).
     """
 
     speed: float | None = 60.0
@@ -175,6 +177,7 @@ class ReplayOptions:
     chaos: ChaosSpec | None = None
     seed: int = 0
     resend_window: float = RESEND_WINDOW_S
+    cancel_is_stop: bool = False
 
     def __post_init__(self) -> None:
         """Every number finite and in its documented range (a NaN speed once ended a replay)."""
@@ -414,7 +417,7 @@ class Replayer:
             plain_states=plain_states,
             offsets_at=offsets_at,
             begin=begin,
-            state=states[begin - 1] if begin else initial,
+            state=_landing(states, events, begin, initial),
             report=ReplayReport(match_id=match.match_id, run=run_id),
             log=_log.bind(match_id=match.match_id, run=run_id),
         )
@@ -471,7 +474,8 @@ class Replayer:
         try:
             await self._publish_resuming(run, run.begin)
         except asyncio.CancelledError:
-            log.warning("replay.interrupted", last_seq=report.last_seq, published=report.published)
+            said = log.info if self.options.cancel_is_stop else log.warning
+            said("replay.interrupted", last_seq=report.last_seq, published=report.published)
             await self._say_stopped(run, run.begin, run.initial, "interrupted", None, log)
             raise
         except Exception as err:
@@ -594,6 +598,20 @@ class Replayer:
         log.info("replay.stopped", reason=reason, seq=event.seq, clock=event.clock.label)
 
 
+def _landing(
+    states: Sequence[MatchState], events: Sequence[Event], index: int, initial: MatchState
+) -> MatchState:
+    """The state a start at event ``index`` publishes first (``--from``, a seek): the state
+    before that event, on the clock of the minute it lands on (``seek 80`` shows 80', not the
+    79' of the event before)."""
+    if not index:
+        return initial
+    state = states[index - 1]
+    if index < len(events) and state.status == "live":
+        return state.model_copy(update={"clock": events[index].clock})
+    return state
+
+
 class _Run:
     """One replay's publishing loop, restartable from any event after a reconnect."""
 
@@ -659,11 +677,17 @@ class _Run:
         ph = self.playhead
         sent = (ph.seek_to if ph.seek_to is not None else self.next_index) - 1
         event = self.events[sent] if 0 <= sent < len(self.events) else None
+        clock = event.clock if event is not None else None
+        # A seek (or --from) lands at its minute: until the run's first event is out, the
+        # clock is that event's, not the one before it.
+        landing = ph.seek_to if ph.seek_to is not None else self.next_index
+        if (ph.seek_to is not None or landing == self.begin) and 0 < landing < len(self.events):
+            clock = self.events[landing].clock
         return MatchPlayback(
             match_id=self.report.match_id,
             state=ph.state,
             speed="max" if ph.speed is None else ph.speed,
-            clock=event.clock if event is not None else None,
+            clock=clock,
             run=self.report.run,
             last_seq=event.seq if event is not None else 0,
             since=ph.since,
@@ -724,7 +748,7 @@ class _Run:
         report.run = new_run(self.wall_now())
         self.states = self.plain_states.with_run(report.run)  # computed as reached
         self.initial = self.initial.model_copy(update={"run": report.run})
-        state = self.states[index - 1] if index else self.initial
+        state = _landing(self.states, self.events, index, self.initial)
         self.begin = index
         self.high_water = index
         self.sent_index.clear()

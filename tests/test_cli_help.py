@@ -170,6 +170,8 @@ def test_user_text_in_an_error_prints_as_typed(spec: str) -> None:
         ("100", "the last minute played in wc2026-sf-arg-eng is 90+5'"),
         ("120", "the last minute played in wc2026-sf-arg-eng is 90+5'"),
         ("90+9", "the last minute played in wc2026-sf-arg-eng is 90+5'"),
+        ("200", "the last minute played in wc2026-sf-arg-eng is 90+5'"),
+        ("120+40", "the last minute played in wc2026-sf-arg-eng is 90+5'"),
         ("45+9", "the first half ends at 45+3'"),
     ],
 )

@@ -7,6 +7,7 @@ from events import (
     ADDED_TIME_AFTER,
     LAST_MINUTE,
     MatchClock,
+    MinutePastPlayError,
     Period,
     format_minute,
     minute_of_play,
@@ -117,10 +118,21 @@ def test_parse_minute_infers_the_period(text: str, period: Period, label: str) -
     assert (clock.period, clock.label) == (period, label)
 
 
-@pytest.mark.parametrize("text", ["0", "121", "-5", "60+2", "90+31", "PEN", "ninety", "", "9O"])
+@pytest.mark.parametrize("text", ["0", "-5", "60+2", "90+31", "PEN", "ninety", "", "9O"])
 def test_parse_minute_refuses_what_is_not_a_minute_of_play(text: str) -> None:
     with pytest.raises(ValueError, match="a minute is written like 60 or 90\\+2"):
         parse_minute(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "minute"), [("121", "121"), ("200'", "200"), ("120+31", "120+31")]
+)
+def test_a_minute_past_any_match_is_told_apart_from_one_written_wrong(
+    text: str, minute: str
+) -> None:
+    with pytest.raises(MinutePastPlayError, match="is past the end of play") as info:
+        parse_minute(text)
+    assert info.value.minute == minute
 
 
 def test_periods_know_their_names_bounds_and_lengths() -> None:

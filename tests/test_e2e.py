@@ -41,7 +41,9 @@ async def _collect_events(
 
 async def _retained_state(url: BrokerURL, topic: str, *, live_ok: bool = False) -> MatchState:
     """The first state message on ``topic``: the retained one (or a live one if allowed)."""
-    async with aiomqtt.Client(url.host, url.port, protocol=aiomqtt.ProtocolVersion.V311) as client:
+    async with aiomqtt.Client(
+        url.host, url.port, identifier="e2e-retained", protocol=aiomqtt.ProtocolVersion.V311
+    ) as client:
         await client.subscribe(topic, qos=1)
         async with asyncio.timeout(10):
             async for message in client.messages:
@@ -81,19 +83,31 @@ async def test_every_event_arrives_once_in_order_with_clock_and_score(
     assert final.last_seq == len(EXPECTED)
 
 
-async def test_the_replayer_status_is_retained_and_offline_after(
+async def test_the_replayer_status_is_retained_while_it_runs_and_removed_after(
     broker_url: BrokerURL, topics: Topics
 ) -> None:
-    await run_replay([SEMI], broker_url, ReplayOptions(speed=None, topics=topics), replayer_id="r1")
-    async with aiomqtt.Client(
-        broker_url.host, broker_url.port, protocol=aiomqtt.ProtocolVersion.V311
-    ) as c:
-        await c.subscribe(topics.status("r1"), qos=1)
-        async with asyncio.timeout(10):
-            message = await anext(aiter(c.messages))
-    assert isinstance(message.payload, bytes)
-    assert json.loads(message.payload)["status"] == "offline"
-    assert json.loads(message.payload)["matches"] == [SEMI.match_id]
+    statuses: list[bytes] = []
+
+    async def read_status() -> None:
+        async with aiomqtt.Client(
+            broker_url.host, broker_url.port, protocol=aiomqtt.ProtocolVersion.V311
+        ) as c:
+            await c.subscribe(topics.status("r1"), qos=1)
+            async for message in c.messages:
+                assert isinstance(message.payload, bytes)
+                statuses.append(message.payload)
+                if not message.payload:
+                    return  # removed
+
+    async with asyncio.timeout(30), asyncio.TaskGroup() as tg:
+        reader = tg.create_task(read_status())
+        await asyncio.sleep(0.2)  # subscribed (a retained status is read either way)
+        options = ReplayOptions(speed=600, start=MatchClock.at(88), topics=topics)
+        await run_replay([SEMI], broker_url, options, replayer_id="r1")
+        await reader
+    assert json.loads(statuses[0])["status"] == "online"
+    assert json.loads(statuses[0])["matches"] == [SEMI.match_id]
+    assert statuses[-1] == b""
 
 
 async def test_at_a_high_speed_factor_each_event_lands_on_its_schedule(

@@ -1,5 +1,7 @@
 """The semifinal is data: a validated match file whose facts say where they come from."""
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -89,7 +91,50 @@ def test_a_bad_file_names_the_file_the_field_and_what_was_expected(
         load_match(path)
     assert info.value.path == path
     assert str(path) in str(info.value)
-    assert any(expected in p for p in info.value.problems), info.value.problems
+    plain = [re.sub(r" \(line \d+, column \d+\)", "", p) for p in info.value.problems]
+    assert any(expected in p for p in plain), info.value.problems
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_a_bad_field_names_its_line_and_column_in_the_file(tmp_path: Path, suffix: str) -> None:
+    text = SEMI.read_text()
+    if suffix == ".json":
+        text = json.dumps(yaml.safe_load(text), indent=2, default=str)
+    lines = text.splitlines()
+    row = next(
+        i for i, line in enumerate(lines) if line.strip().startswith(("minute:", '"minute":'))
+    )
+    lines[row] = lines[row].replace("55", '"fifty"' if suffix == ".json" else "fifty", 1)
+    column = lines[row].index("fifty")
+    path = tmp_path / f"m{suffix}"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(MatchFileError) as info:
+        load_match(path)
+    (problem,) = info.value.problems
+    value_at = column - 1 if suffix == ".json" else column  # a JSON string starts at its quote
+    assert problem.startswith(
+        f"timeline.0.goal.minute (line {row + 1}, column {value_at + 1}): Input should be"
+    ), problem
+
+
+def test_a_missing_field_names_the_line_of_the_mapping_it_is_missing_from(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text("match_id: x\nhome:\n  code: ARG\n")
+    with pytest.raises(MatchFileError) as info:
+        load_match(path)
+    assert "home.name (line 3, column 3): Field required" in info.value.problems
+    assert "competition: Field required" in info.value.problems  # the top level: no line
+
+
+def test_a_whole_file_rule_names_the_line_of_the_field_it_blames(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(SEMI.read_text().replace("    team: ENG\n", "    team: FRA\n", 1))
+    with pytest.raises(MatchFileError) as info:
+        load_match(path)
+    row = path.read_text().splitlines().index("    team: FRA") + 1
+    assert f"timeline.0.team (line {row}, column 11): FRA is neither ARG nor ENG" in (
+        info.value.problems
+    )
 
 
 def test_unreadable_and_missing_files_are_match_file_errors(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ ROWS = {
         "NO GOAL",
         "RED goal ruled out: offside in the build-up, after a VAR review. RED 1-1 BLU",
     ),
-    "possession": ("86'", "POSSESSION", "ENG 12%, ARG 88% over 55'\u201386'"),
+    "possession": ("86'", "POSSESSION", "ENG 12% · ARG 88% over 55'\u201386'"),
     "card": ("67'", "YELLOW CARD", "Jonas Berg (BLU)"),
     "substitution": ("72'", "SUB", "RED: Sami Haddad on, Luca Moretti off"),
     "shootout_kick": ("PEN", "PENALTY", "Jonas Berg (BLU) scores"),
@@ -78,10 +78,10 @@ def test_clock_status_and_goals_as_the_page_shows_them() -> None:
         "text": "ARG 2-1 ENG: final score",
         "style": "joined",
     }
-    assert [r["text"] for r in view["joined"][:-1]] == [
+    assert [r["text"] for r in view["joined"][:-1]] == [  # as the live rows, less the score
         "Anthony Gordon (ENG)",
-        "Enzo Fernández (ARG)",
-        "Lautaro Martínez (ARG)",
+        "Enzo Fernández (ARG), header",
+        "Lautaro Martínez (ARG), header",
     ]
 
 

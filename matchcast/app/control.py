@@ -4,7 +4,7 @@ Used by ``matchcast control`` (:mod:`matchcast.cli.control`) and the web page's 
 (``matchcast web --control``). The replayer is found from the retained statuses on
 ``{root}/replayers/+/status``: with one online, it need not be named; with several, the error
 lists them. Every failure is a :class:`ControlError` a person can act on: no (such) replayer,
-a minute outside the match, a command the broker refused, no answer. See docs/control.md.
+a minute past the match's end, a command the broker refused, no answer. See docs/control.md.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from events import (
     DecodeError,
     Message,
     MessageProps,
+    MinutePastPlayError,
     ReplayerStatus,
     Topics,
     clip,
@@ -164,6 +165,8 @@ def make_command(
         assert argument is not None
         try:
             parse_minute(argument)
+        except MinutePastPlayError:
+            pass  # the replayer knows the match: it answers with its last minute played
         except ValueError as err:
             raise ControlError(f"seek: {err}", 2) from None
         fields["minute"] = argument

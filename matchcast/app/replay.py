@@ -23,6 +23,7 @@ from events import (
     ConnectionLostError,
     ControlCommandError,
     ControlReply,
+    Message,
     MessageProps,
     SubscribeDroppedError,
     SubscribeRefusedError,
@@ -30,10 +31,11 @@ from events import (
     decode_command,
     encode_control,
 )
+from matchcast.app.replayers import Rivals
 from matchcast.contract.status import ReplayerStatus
 from matchcast.transport.connection import BrokerURL, Protocol, WillSpec
 from matchcast.transport.mqtt import MqttClient
-from simulator import Clock, Match, Recording, Replayer, ReplayOptions, ReplayReport
+from simulator import Clock, Match, Recording, Replayer, ReplayOptions, ReplayReport, new_run
 
 __all__ = ["ControlService", "run_replay", "status_payload"]
 
@@ -100,6 +102,8 @@ class ControlService:
         self.replayer_id = replayer_id
         self.topics = topics
         self.reconnected = asyncio.Event()
+        #: Called with each message not on the control topic (the replayers' statuses).
+        self.on_other: Callable[[Message], None] | None = None
         self._reply_prefix = topics.reply(replayer_id, "")
 
     def _reply_topic(self, reply_to: str | None) -> str | None:
@@ -212,6 +216,12 @@ class ControlService:
         while True:
             try:
                 async for message in self.client.messages():
+                    if message.topic != self.topics.control(self.replayer_id):
+                        # Another replayer's status (``on_other``), or what a broker handed
+                        # this connection unasked: never taken for a command.
+                        if self.on_other is not None:
+                            self.on_other(message)
+                        continue
                     async with self.busy:
                         await self._answer(message.payload, message.topic)
             except BrokerError as err:
@@ -259,9 +269,17 @@ async def _play(
     return [t.result() for t in tasks]
 
 
+#: How long the broker keeps an ``offline`` status a replayer's last will left (MQTT 5 message
+#: expiry; an MQTT 3.1.1 broker keeps it until ``matchcast clear``): a day, then the matches'
+#: own retained states still say whether each finished or stopped.
+OFFLINE_STATUS_EXPIRY_S = 86_400
+
+
 class _StatusTopic:
     """A replayer's retained status: ``online`` on every connection and every change of its
-    playback, ``offline`` at the end (or by the last will when the connection dies)."""
+    playback; removed when the replayer ends (nothing of it is left behind), or ``offline``
+    by the last will when the connection dies, expiring after
+    :data:`OFFLINE_STATUS_EXPIRY_S` where the broker speaks MQTT 5."""
 
     def __init__(self, topics: Topics, replayer_id: str, ids: Sequence[str]) -> None:
         self.topic = topics.status(replayer_id)
@@ -282,7 +300,11 @@ class _StatusTopic:
 
     def will(self) -> WillSpec:
         """The last will: ``offline``, published by the broker if the connection dies."""
-        return WillSpec(self.topic, status_payload(self.replayer_id, "offline", self.ids))
+        return WillSpec(
+            self.topic,
+            status_payload(self.replayer_id, "offline", self.ids),
+            expiry=OFFLINE_STATUS_EXPIRY_S,
+        )
 
     async def say(self, client: MqttClient) -> None:
         """Publish ``online`` with the playback now."""
@@ -463,22 +485,35 @@ class _StatusTopic:
             except BrokerError as err:  # the reconnect announces the status anew
                 _log.debug("replayer.status_not_published", reason=err.reason)
 
-    async def say_offline(self, client: MqttClient) -> None:
-        """Best effort: on a dead connection the will says offline instead."""
+    async def say_gone(self, client: MqttClient) -> None:
+        """Remove the retained status (an empty retained message): the replayer ended and
+        leaves nothing behind. Best effort: on a dead connection the will says offline."""
         self.stop_announcing()
         try:
-            await asyncio.wait_for(
-                client.publish(
-                    self.topic,
-                    status_payload(self.replayer_id, "offline", self.ids, self.replayer),
-                    qos=1,
-                    retain=True,
-                    props=self._props,
-                ),
-                timeout=2,
-            )
+            await asyncio.wait_for(client.publish(self.topic, b"", qos=1, retain=True), timeout=2)
         except Exception:  # a CancelledError still propagates
-            _log.debug("replayer.offline_not_published", replayer_id=self.replayer_id)
+            _log.debug("replayer.status_not_removed", replayer_id=self.replayer_id)
+        else:
+            _log.info("replayer.status_removed", replayer_id=self.replayer_id)
+
+
+async def _hear_rivals(client: MqttClient, service: ControlService, rivals: Rivals) -> None:
+    """Listen, on the replayer's own connection, to the other replayers' statuses: one online
+    on a match of ours is said (:class:`Rivals`). Best effort: a broker that refuses the
+    subscription costs the warning, never the replay.
+
+    Only on an MQTT 5 broker: the embedded broker (amqtt, MQTT 3.1.1), with a replayer
+    subscribed to the statuses, handed other clients those statuses on their state topics."""
+    if client.protocol_version != "5":
+        _log.debug("replayer.rivals_unknown", reason="an MQTT 3.1.1 broker")
+        return
+    service.on_other = rivals.heard
+    try:
+        await client.subscribe(service.topics.status(), qos=0)
+    except SubscribeDroppedError:
+        raise
+    except BrokerError as err:
+        _log.debug("replayer.rivals_unknown", reason=err.reason)
 
 
 async def _serve_and_play(
@@ -532,6 +567,7 @@ async def run_replay(
         raise ValueError(f"{len(delays)} delays for {len(matches)} matches")
     waits = list(delays) if delays is not None else [0.0] * len(matches)
     replayer_id = replayer_id or f"replayer-{uuid.uuid4().hex[:8]}"
+    started_ms = new_run(dt.datetime.now(dt.UTC))
     status = _StatusTopic(options.topics, replayer_id, [m.match_id for m in matches])
     async with MqttClient(
         url,
@@ -568,6 +604,7 @@ async def run_replay(
         if on_ready is not None:
             on_ready(replayer)
         try:
+            await _hear_rivals(client, service, Rivals(replayer_id, list(status.ids), started_ms))
             return await _serve_and_play(client, status, service, matches, waits, one_after_another)
         finally:
-            await status.say_offline(client)
+            await status.say_gone(client)

@@ -25,6 +25,7 @@ from events import (
     BrokerError,
     ConnectionLostError,
     DecodeError,
+    Message,
     ReplayerStatus,
     Topics,
     decode_status,
@@ -32,7 +33,7 @@ from events import (
 from matchcast.transport.connection import READER_QOS, BrokerURL, Protocol
 from matchcast.transport.mqtt import MqttClient
 
-__all__ = ["ReplayerBook", "follow_replayers"]
+__all__ = ["ReplayerBook", "Rivals", "follow_replayers"]
 
 _log = structlog.get_logger("matchcast.replayers")
 
@@ -129,3 +130,78 @@ async def _read_statuses(
             continue
         for match_id, said in book.update(status):
             on_change(match_id, said)
+
+
+class Rivals:
+    """Another replayer online on a match this one replays: said once per replayer and match.
+
+    Consumers follow a match's newest run and drop every message of an older one as stale
+    (docs/wire-format.md, runs), so two replayers on one match are never merged: the one
+    that started last wins, and the other's events are dropped until it ends.
+
+    Args:
+        replayer_id: this replayer's id.
+        match_ids: its matches.
+        started_ms: when it started (ms since the epoch), to tell which of two is newer.
+        limit: pairs remembered as said (a flood of statuses costs a bounded set).
+    """
+
+    def __init__(
+        self, replayer_id: str, match_ids: Sequence[str], started_ms: int, limit: int = 1024
+    ) -> None:
+        self.replayer_id = replayer_id
+        self.match_ids = set(match_ids)
+        self.started_ms = started_ms
+        self.limit = limit
+        self.said: set[tuple[str, str]] = set()
+
+    def heard(self, message: Message) -> None:
+        """Take a message of the status topics: log ``replayer.match_shared`` (a warning)
+        for each match of ours another replayer is online on, once each."""
+        if not message.payload:
+            return  # a status removed
+        try:
+            status = decode_status(message.payload, topic=message.topic)
+        except DecodeError:
+            _log.debug("replayer_status.rejected", topic=message.topic)
+            return
+        for warning in self.take(status):
+            _log.warning("replayer.match_shared", replayer_id=self.replayer_id, **warning)
+
+    def take(self, status: ReplayerStatus) -> list[dict[str, object]]:
+        """The warnings ``status`` calls for (each a log line's fields), once each."""
+        if status.status != "online" or status.replayer_id == self.replayer_id:
+            return []
+        runs = {p.match_id: p for p in status.playback}
+        out: list[dict[str, object]] = []
+        for match_id in listed_matches(
+            status, "replayer_status.matches_limited", replayer_id=status.replayer_id
+        ):
+            key = (status.replayer_id, match_id)
+            if match_id not in self.match_ids or key in self.said:
+                continue
+            played = runs.get(match_id)
+            if played is not None and played.state == "stopped":
+                continue
+            if len(self.said) < self.limit:
+                self.said.add(key)
+            # Its run of the match, else (a status before the match started) when it spoke.
+            began = played.run if played is not None else int(status.at.timestamp() * 1000)
+            newer = began > self.started_ms
+            out.append(
+                {
+                    "match_id": match_id,
+                    "other_replayer": status.replayer_id,
+                    "consumers": (
+                        f"follow {status.replayer_id}'s newer run and drop this replay's "
+                        "events as stale"
+                        if newer
+                        else f"follow this replay's newer run and drop {status.replayer_id}'s "
+                        "events as stale until it ends"
+                    ),
+                    "hint": f"matchcast control stop --replayer {status.replayer_id}"
+                    if not newer
+                    else "stop one of the two replays",
+                }
+            )
+        return out

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import structlog
 
-from consumers import Runner, Subscriber
+from consumers import MAX_MATCHES, Runner, Subscriber
 from events import (
     BrokerError,
     ConnectionLostError,
@@ -47,7 +47,7 @@ async def run_watch(
     *,
     topics: Topics | None = None,
     match_filter: str = "+",
-    until_finished: set[str] | None = None,
+    until_finished: set[str] | Literal["live"] | None = None,
     qos: int = 1,
     client_id: str | None = None,
     protocol: Protocol = "auto",
@@ -63,6 +63,8 @@ async def run_watch(
     Full time counts for a run seen live: one live when the watch joined, or one that started
     after. A finished state retained by a run that ended before (the first state seen of its
     run) ends nothing, nor does a run that stops (``replay_stopped``): it waits for the next.
+    ``until_finished="live"`` follows every match seen live instead, and returns once each has
+    ended (full time, or its replay stopped), waiting for a first one to start.
 
     Pass ``runner`` to watch its ``subscribed`` event or call its ``stop()`` from outside.
     ``clean_start=False`` with a fixed ``client_id`` (and, on MQTT 5, a ``session_expiry``
@@ -74,9 +76,10 @@ async def run_watch(
     broker that the handlers will not see. A lost connection is replaced with backoff
     (:meth:`matchcast.transport.mqtt.MqttClient.reconnect`), up to its ``max_outage``.
     """
-    remaining = set(until_finished or ())
+    follow_live = until_finished == "live"
+    remaining = set() if until_finished is None or follow_live else set(until_finished)
     subs = list(subscribers)
-    if remaining:
+    if remaining or follow_live:
         finisher = Subscriber("until-finished")
         # The runs seen before their end, per match: a state that arrives already finished
         # (retained by a run that ended before we joined) ends nothing.
@@ -85,8 +88,12 @@ async def run_watch(
         def _check(state: MatchState) -> None:
             key = (state.match_id, state.run)
             if state.status not in ("finished", "stopped"):
-                live_runs.add(key)
-            elif state.status == "finished" and key in live_runs:
+                if key not in live_runs and len(live_runs) < MAX_MATCHES * 4:
+                    live_runs.add(key)
+                    if follow_live:
+                        remaining.add(state.match_id)
+            elif key in live_runs and (state.status == "finished" or follow_live):
+                live_runs.discard(key)
                 remaining.discard(state.match_id)
                 if not remaining:
                     assert runner is not None

@@ -12,8 +12,46 @@
 
 Command modules import :mod:`~matchcast.cli.options` and :mod:`~matchcast.cli.common` and the
 public names of one another, never a private one (``tests/test_layout.py`` checks it).
+
+This package imports nothing at all: :func:`main`, the console script, is first to run, so a
+Ctrl-C while the rest imports (typer, a command's modules) ends in ``interrupted`` and exit
+130, not a traceback.
 """
 
-from matchcast.cli.host import app, main
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import typer
 
 __all__ = ["app", "main"]
+
+
+def main() -> None:
+    """The ``matchcast`` console script: :func:`matchcast.cli.host.main`, with a Ctrl-C at
+    any moment one line and exit 130."""
+    try:
+        from matchcast.cli.host import main as run  # noqa: PLC0415 - after the guard is up
+
+        run()
+    except KeyboardInterrupt:
+        # Where a command had not caught it yet: its imports, its start, its last words.
+        try:
+            sys.stderr.write("interrupted\n")
+            sys.stderr.flush()
+        finally:
+            sys.exit(130)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        from matchcast.cli.host import app  # noqa: PLC0415
+
+        return app
+    raise AttributeError(name)
+
+
+if TYPE_CHECKING:
+    app: typer.Typer

@@ -91,7 +91,8 @@ def run(coro_fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
     except asyncio.CancelledError:
         stderr.print("interrupted", markup=False)
         raise CommandExit(130) from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before the loop's handler was up
+        stderr.print("interrupted", markup=False)
         raise CommandExit(130) from None
     except BaseExceptionGroup as group:
         err = _first_error(group)

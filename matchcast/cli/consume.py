@@ -69,6 +69,7 @@ from matchcast.cli.options import (
     parse_topics,
     rare,
     replayer_ids,
+    until_finished,
     whole,
 )
 from matchcast.transport.broker import DEFAULT_HOST
@@ -232,8 +233,6 @@ def consume(
         fail("name at least one plug-in to run, or --list to see the installed ones", 2)
     checked_protocol = parse_protocol(protocol)
     match = match_filter(match)
-    if exit_at_full_time and match == "+":
-        fail("--exit-at-full-time needs --match MATCH_ID", 2)
     if session and qos == 0:
         fail("--session needs --qos 1 or 2: a broker queues no QoS 0 messages for later", 2)
     url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure) or (
@@ -274,7 +273,7 @@ def consume(
             qos=qos,
             client_id=client_id,
             protocol=checked_protocol,
-            until_finished={match} if exit_at_full_time else None,
+            until_finished=until_finished(exit_at_full_time, match),
             clean_start=not session,
             session_expiry=session_expiry if session else None,
             client=client,

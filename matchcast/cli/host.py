@@ -317,7 +317,8 @@ def main() -> None:
         code = command().main(args, prog_name="matchcast", standalone_mode=False)
     except CommandExit as e:
         sys.exit(e.code)
-    except typer.Abort:
+    except typer.Abort:  # click's word for a Ctrl-C it caught
+        sys.stderr.write("interrupted\n")
         sys.exit(130)
     except typer.TyperException as err:
         if type(err).__name__ == "NoArgsIsHelpError":  # the help is already printed
@@ -326,4 +327,6 @@ def main() -> None:
         where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
         sys.stderr.write(f"error: {err.format_message()}{where}\n")
         sys.exit(getattr(err, "exit_code", 2))
+    if code == 130:  # typer's word for a Ctrl-C it caught (before a command's loop ran)
+        sys.stderr.write("interrupted\n")
     sys.exit(code if isinstance(code, int) else 0)

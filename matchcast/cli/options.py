@@ -23,14 +23,16 @@ import re
 from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import typer
 
 import events
 from events import (
+    END_OF_PLAY,
     MatchClock,
     MatchFileError,
+    MinutePastPlayError,
     Period,
     Topics,
     parse_minute,
@@ -110,6 +112,7 @@ __all__ = [
     "rare",
     "replayer_id",
     "replayer_ids",
+    "until_finished",
     "whole",
 ]
 
@@ -450,9 +453,18 @@ ExitAtFullTimeOpt = Annotated[
     typer.Option(
         "--exit-at-full-time",
         help="Exit when --match reaches full time in the run it follows (not on an "
-        "earlier run's retained result, nor a replay stopped early).",
+        "earlier run's retained result, nor a replay stopped early); without --match, "
+        "when every match it saw live has ended.",
     ),
 ]
+
+
+def until_finished(exit_at_full_time: bool, match: str) -> set[str] | Literal["live"] | None:
+    """What ``--exit-at-full-time`` waits for (``run_watch``'s ``until_finished``): the
+    ``--match`` match, or, without one, every match seen live."""
+    if not exit_at_full_time:
+        return None
+    return "live" if match == "+" else {match}
 
 
 # ---------------------------------------------------------------- timing
@@ -681,11 +693,16 @@ def parse_number(value: str, option: str, low: float, high: float) -> float:
 
 
 def parse_from(value: str | None) -> MatchClock | None:
-    """``--from``: a minute label in :func:`events.parse_minute`'s vocabulary, or a usage error."""
+    """``--from``: a minute label in :func:`events.parse_minute`'s vocabulary, or a usage error.
+
+    A minute past any match's end is :data:`events.END_OF_PLAY`, which :func:`check_start`
+    refuses naming the last minute each match played."""
     if value is None:
         return None
     try:
         return parse_minute(value)
+    except MinutePastPlayError:
+        return END_OF_PLAY
     except ValueError:
         fail(f"--from must be a minute such as 60 or 90+2 in the digits 0-9, not {quote(value)}", 2)
 

@@ -13,7 +13,6 @@ from events import DEFAULT_ROOT, MatchState
 from matchcast.app import run_watch
 from matchcast.app.replayers import follow_replayers
 from matchcast.cli.common import (
-    fail,
     reach_broker,
     replayer_hint,
     run_until_interrupted,
@@ -42,6 +41,7 @@ from matchcast.cli.options import (
     parse_protocol,
     parse_topics,
     replayer_ids,
+    until_finished,
 )
 from matchcast.transport.broker import DEFAULT_HOST
 from matchcast.transport.clients import ClientKind
@@ -76,8 +76,6 @@ def watch(
     topics = parse_topics(root)
     named_replayers = replayer_ids(replayer)
     match = match_filter(match)
-    if exit_at_full_time and match == "+":
-        fail("--exit-at-full-time needs --match MATCH_ID", 2)
     view = TerminalView()
     runner = Runner(
         [view.subscriber],
@@ -113,7 +111,7 @@ def watch(
                         qos=qos,
                         protocol=checked_protocol,
                         client=client,
-                        until_finished={match} if exit_at_full_time else None,
+                        until_finished=until_finished(exit_at_full_time, match),
                     )
                 finally:
                     replayers.cancel()

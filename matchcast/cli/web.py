@@ -157,7 +157,10 @@ def web(
     replayers = replayer_ids(replayer)
     replay = demo or url is None
     matches = load_matches(match) if replay else []
-    options = ReplayOptions(speed=parse_speed(speed), start=parse_from(start), topics=topics)
+    # Ctrl-C is how the page ends: its replay's end is no warning.
+    options = ReplayOptions(
+        speed=parse_speed(speed), start=parse_from(start), topics=topics, cancel_is_stop=True
+    )
     check_start(list(matches), options.start, start or "")
 
     async def go() -> None:

@@ -58,6 +58,7 @@ __all__ = [
     "encode_properties",
     "installed",
     "paho_client",
+    "will_properties",
 ]
 
 #: The versions of aiomqtt and paho-mqtt these private uses were written and tested against
@@ -260,6 +261,15 @@ class PackedProperties(Properties):
 
 
 _CONTENT_TYPE, _EXPIRY, _USER = 0x03, 0x02, 0x26
+
+
+def will_properties(expiry: int | None) -> Properties | None:
+    """The properties of an MQTT 5 will (paho's public ``Properties``): its message expiry."""
+    if expiry is None:
+        return None
+    props = Properties(PacketTypes.WILLMESSAGE)  # type: ignore[no-untyped-call]
+    props.MessageExpiryInterval = expiry
+    return props
 
 
 def connect_properties(session_expiry: int | None) -> Properties | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import socket
 from collections.abc import AsyncIterator
@@ -17,7 +18,7 @@ from typing import Any
 
 import structlog
 
-__all__ = ["DEFAULT_HOST", "EmbeddedBroker", "embedded_broker", "free_port"]
+__all__ = ["DEFAULT_HOST", "FREE_PORT_TRIES", "EmbeddedBroker", "embedded_broker", "free_port"]
 
 _log = structlog.get_logger("matchcast.broker")
 DEFAULT_HOST = "127.0.0.1"
@@ -101,13 +102,30 @@ def _closing_broker() -> type[Any]:
     return ClosingBroker
 
 
+#: Free ports tried in turn when another program takes the one found before it is bound.
+FREE_PORT_TRIES = 5
+
+
 @contextlib.asynccontextmanager
 async def embedded_broker(
     host: str = DEFAULT_HOST, port: int | None = None
 ) -> AsyncIterator[EmbeddedBroker]:
-    """Run an embedded broker for the duration of the block (on a free port by default)."""
-    broker = EmbeddedBroker(host, port if port is not None else free_port(host))
-    await broker.start()
+    """Run an embedded broker for the duration of the block (on a free port by default).
+
+    A free port is found, then bound: another program can take it in between (tests and
+    brokers starting at once on a busy machine), so a port taken that way is tried again
+    with another, up to :data:`FREE_PORT_TRIES` times. A port given is tried once."""
+    tries = 1 if port is not None else FREE_PORT_TRIES
+    for attempt in range(1, tries + 1):
+        broker = EmbeddedBroker(host, port if port is not None else free_port(host))
+        try:
+            await broker.start()
+            break
+        except OSError as err:
+            await broker.stop()
+            if attempt == tries or f"[Errno {errno.EADDRINUSE}]" not in str(err):
+                raise
+            _log.info("broker.port_taken", host=host, port=broker.port, attempt=attempt)
     try:
         yield broker
     finally:

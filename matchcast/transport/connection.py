@@ -306,6 +306,8 @@ class WillSpec:
     payload: bytes
     qos: int = topic_spec("status").qos
     retain: bool = topic_spec("status").retain
+    #: MQTT 5 message expiry of the will, seconds (None: kept for ever); MQTT 3.1.1 has none.
+    expiry: int | None = None
 
 
 def parse_brokers(text: str) -> tuple[BrokerURL, ...]:

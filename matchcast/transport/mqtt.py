@@ -40,6 +40,7 @@ from matchcast.transport.aiomqtt_private import (
     PahoHooks,
     connect_properties,
     encode_properties,
+    will_properties,
 )
 from matchcast.transport.connection import (
     SUBSCRIBE_DROP_WINDOW_S,
@@ -179,7 +180,11 @@ class MqttClient:
         will = None
         if self._will:
             will = aiomqtt.Will(
-                self._will.topic, self._will.payload, self._will.qos, self._will.retain
+                self._will.topic,
+                self._will.payload,
+                self._will.qos,
+                self._will.retain,
+                properties=will_properties(self._will.expiry) if v5 else None,
             )
         kwargs: dict[str, Any] = {}
         if v5:

@@ -39,7 +39,14 @@ from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 from pydantic_core import from_json
 
-from events import SPEED_RANGE, ControlAction, check_speed, clip, parse_minute
+from events import (
+    SPEED_RANGE,
+    ControlAction,
+    MinutePastPlayError,
+    check_speed,
+    clip,
+    parse_minute,
+)
 from matchcast.web._hub import Client, Frame, Hub
 
 __all__ = ["ControlSender", "WebServer", "default_max_streams"]
@@ -416,6 +423,8 @@ def _check_command(data: object) -> tuple[str, str | None, str | None] | str:
             return "seek needs a minute"
         try:
             argument = parse_minute(str(minute)).label.rstrip("'")
+        except MinutePastPlayError as err:
+            argument = err.minute  # the replayer answers with its match's last minute
         except ValueError as err:
             return str(err)
     elif action == "speed":

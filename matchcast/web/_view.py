@@ -9,8 +9,7 @@ and no period's length is written in ``static/control.js``.
 
 from __future__ import annotations
 
-from events import GOAL_METHOD_NAMES, Event, Goal, GoalRecord, MatchState, MatchStatus, Period
-from events._models import page_score
+from events import Event, Goal, GoalRecord, MatchState, MatchStatus, Period, facts
 
 __all__ = ["STATUS_LABELS", "page_clock", "page_timeline", "page_view", "ticker_row"]
 
@@ -24,7 +23,6 @@ STATUS_LABELS: dict[MatchStatus, str] = {
     "stopped": "Replay stopped",
 }
 
-_TAGS = {"penalty": " (pen)", "own_goal": " (o.g.)"}
 _JOINED_NOTES: dict[MatchStatus, str] = {
     "finished": "final score",
     "stopped": "the replay stopped here",
@@ -61,10 +59,7 @@ def page_timeline(state: MatchState) -> dict[str, int]:
 
 
 def _goal(goal: GoalRecord) -> dict[str, str]:
-    return {
-        "how": goal.detail or GOAL_METHOD_NAMES.get(goal.method or "", ""),
-        "tag": _TAGS.get(goal.method or "", ""),
-    }
+    return {"how": facts.goal_how(goal.method, goal.detail), "tag": facts.goal_tag(goal.method)}
 
 
 def _joined(state: MatchState, clock: str) -> list[dict[str, str]]:
@@ -77,7 +72,7 @@ def _joined(state: MatchState, clock: str) -> list[dict[str, str]]:
             {
                 "minute": clock.rsplit(" ", maxsplit=1)[-1],
                 "kind": "JOINED",
-                "text": f"{page_score(state)}: {note}",
+                "text": f"{facts.page_score(state)}: {note}",
                 "style": "joined",
             }
         )

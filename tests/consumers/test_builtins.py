@@ -59,7 +59,7 @@ async def test_stats_report_the_goals_timeline_and_possession_once_at_full_time(
         ("86'", "ARG", "Enzo Fernández", "1-1"),
         ("90+2'", "ARG", "Lautaro Martínez", "2-1"),
     ]
-    assert "possession   55'-86'  ENG 12%  ARG 88%" in report
+    assert "possession   55'-86'  ARG 88% · ENG 12%" in report
 
 
 async def test_stats_of_a_late_joiner_know_the_goals_before_it_joined() -> None:
@@ -68,7 +68,7 @@ async def test_stats_of_a_late_joiner_know_the_goals_before_it_joined() -> None:
         await h.play(start="90")
     assert "Anthony Gordon" in reports[0]
     assert "possession   55'-86'" not in reports[0], "that report came before it joined"
-    assert "possession   latest  ENG 12%  ARG 88%" in reports[0]
+    assert "possession   latest  ARG 88% · ENG 12%" in reports[0]
 
 
 async def test_stats_report_an_unfinished_match_when_the_consumer_stops() -> None:

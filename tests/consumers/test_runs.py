@@ -126,6 +126,22 @@ async def test_an_older_runs_messages_are_dropped_and_counted() -> None:
     }
 
 
+async def test_a_second_replayer_on_the_match_is_said_once_not_once_per_message() -> None:
+    """Two replays of one match interleaved: the newer run wins; the older one's 40 events
+    and states are dropped with one warning, not 80 lines."""
+    sub, seen = recorder()
+    new = with_run(EVENTS, RUN2)
+    async with Harness(sub) as h:
+        await send_pairs(h, new[:5], states_after(new)[:5])
+        for i in range(40, 80):
+            await h.send(EVENTS[i], STATES[i], wait=False, retain=False)
+        await send_pairs(h, new[5:10], states_after(new)[5:10])
+    assert event_seqs(seen) == list(range(1, 11))
+    [said] = h.logged("match.run_superseded")
+    assert (said["run"], said["following"], said["log_level"]) == (EVENTS[0].run, RUN2, "warning")
+    assert h.stats.stale == 80
+
+
 async def test_a_newer_run_is_a_restart_from_its_snapshot() -> None:
     """``replay --from 80'`` started again: its state comes first (live), then its events."""
     sub, seen = recorder()

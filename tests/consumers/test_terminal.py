@@ -9,7 +9,7 @@ from rich.console import Console
 
 from consumers import MAX_MATCHES
 from consumers.terminal import TerminalView
-from events import MatchClock, Possession, ReplayStopped, replay_state
+from events import MatchClock, MatchState, Possession, ReplayStopped, apply, replay_state
 from matchcast.testing import Harness, match_events
 
 
@@ -124,3 +124,24 @@ async def test_replayer_statuses_of_matches_not_shown_are_bounded() -> None:
     assert len(view._offline) == MAX_MATCHES
     view._on_state(replay_state(events[0].match_id, events[:8]))
     assert "replayer offline: no more events coming" in _screen(view)
+
+
+def test_a_new_run_of_a_match_is_marked_in_the_ticker() -> None:
+    """The previous run's JOINED at full time, then the new replay's kick-off: a line says a
+    new run began; a seek's snapshot says NEW RUN, not JOINED."""
+    events = match_events("semifinal")
+    old = replay_state(events[0].match_id, events)
+    out = io.StringIO()
+    view = TerminalView(Console(file=out, force_terminal=False, width=100))
+    view._on_state(old)
+    again = [e.model_copy(update={"run": old.run + 1}) for e in events[:2]]
+    state = MatchState.new(old.match_id, run=old.run + 1)
+    for event in again:
+        state = apply(state, event)
+        view._on_event(event, state)
+    lines = out.getvalue().splitlines()
+    assert "JOINED  ARG 2-1 ENG  (FT)" in lines[0]
+    assert lines[1].strip() == f"NEW RUN  {old.match_id}: replayed again from here"
+    assert "KICK-OFF" in lines[2]
+    view._on_state(state.model_copy(update={"run": old.run + 2}))
+    assert "NEW RUN  ARG 0-0 ENG" in out.getvalue().splitlines()[-1]

@@ -73,3 +73,23 @@ async def test_a_connection_that_goes_before_its_connect_is_closed() -> None:
         finally:
             writer.close()
             await writer.wait_closed()
+
+
+async def test_a_free_port_taken_before_it_is_bound_is_tried_again_with_another(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``demo`` failed with "address already in use" on a busy machine: the free port it
+    found was taken by another program before the broker bound it."""
+    import matchcast.transport.broker as broker_module
+
+    with socket.socket() as taken:
+        taken.bind((DEFAULT_HOST, 0))
+        taken.listen()
+        busy = taken.getsockname()[1]
+        ports = iter([busy, free_port()])
+        monkeypatch.setattr(broker_module, "free_port", lambda host=DEFAULT_HOST: next(ports))
+        async with embedded_broker() as broker:
+            assert broker.port != busy
+        with pytest.raises(OSError, match="address already in use"):
+            async with embedded_broker(port=busy):
+                pass  # a port asked for is tried once

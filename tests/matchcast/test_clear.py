@@ -13,6 +13,7 @@ from structlog.testing import capture_logs
 from consumers import MAX_DISCOVERED_PER_STATUS
 from events import BrokerError, Message, PublishRefusedError, SubscribeRefusedError, Topics
 from matchcast.app import retained, run_replay
+from matchcast.app.replay import _StatusTopic
 from matchcast.app.retained import RetainedTopic, find_retained, scan_retained
 from matchcast.cli.common import live_matches
 from matchcast.testbroker import Mosquitto
@@ -29,11 +30,14 @@ OTHER = resolve_matches("worldcup:2022/final")[0]
 
 
 def _leave_retained(url: BrokerURL, topics: Topics) -> None:
-    """Two finished matches (states), an offline replayer status, and a consumer report."""
+    """Two finished matches (states), an offline replayer status (the last will of a
+    replayer that died: one that ends removes its own), and a consumer report."""
 
     async def go() -> None:
         await run_replay([SEMI, OTHER], url, ReplayOptions(speed=None, topics=topics))
+        will = _StatusTopic(topics, "r-died", [SEMI.match_id, OTHER.match_id]).will()
         async with MqttClient(url) as client:
+            await client.publish(will.topic, will.payload, qos=1, retain=True)
             report = (await _one_state(url, topics, SEMI.match_id)).encode()
             await client.publish(
                 topics.consumer_state("c1", SEMI.match_id), report, qos=1, retain=True
@@ -192,8 +196,12 @@ def test_clear_on_a_broker_without_retained_wildcards_clears_what_the_statuses_n
     url, topics = BrokerURL.parse(mosquitto.url), Topics(root)
 
     async def replay() -> None:
+        """A replayer that died: its states, and the offline status its will left."""
         options = ReplayOptions(speed=None, topics=topics)
         await run_replay([SEMI, OTHER], url, options, replayer_id="r-named")
+        will = _StatusTopic(topics, "r-named", [SEMI.match_id, OTHER.match_id]).will()
+        async with MqttClient(url) as client:
+            await client.publish(will.topic, will.payload, qos=1, retain=True)
 
     asyncio.run(replay())
     monkeypatch.setattr("matchcast.app.retained.MqttClient", _NoRetainedOnWildcards)

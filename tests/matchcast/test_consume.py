@@ -251,7 +251,6 @@ def test_consume_says_what_is_wrong_with_its_arguments() -> None:
         (["consume", "no-such-plugin"], "no installed subscriber of that name"),
         (["consume", "scoreboard", "-o", "colour=red"], "no option colour"),
         (["consume", "scoreboard", "--session", "--qos", "0"], "--session needs --qos 1 or 2"),
-        (["consume", "scoreboard", "--exit-at-full-time"], "needs --match"),
         (["consume", "--list", "scoreboard"], "--list takes no plug-ins"),
         (["consume", "scoreboard", "scoreboard"], "two plug-ins share a name"),
         (["consume", "scoreboard", "--max-matches", "0"], "--max-matches"),

@@ -276,3 +276,29 @@ async def test_a_command_that_fails_inside_the_handler_costs_that_command_only(
     assert len([e for e in logs if e["event"] == "control.failed"]) == 2
     await replay.finish()
     assert replay.published() == list(range(1, EVENTS + 1))
+
+
+async def test_a_message_on_another_topic_is_not_taken_for_a_command() -> None:
+    """A broker that hands the replayer's connection a message it did not subscribe to (amqtt
+    gave it another client's retained status) gets no reply and no ``control.rejected``."""
+    replay = _Replay()
+    await replay.until_seq(3)
+    status = b'{"status": "online", "replayer_id": "tv", "matches": [], "at": "2026-01-01T00:00Z"}'
+    with capture_logs() as logs:
+        replay.connection.inbox.put_nowait(Message(TOPICS.status("tv"), status, qos=0))
+        assert (await replay.command("after", command="status")).ok
+    assert [r.request_id for r in replay.connection.replies] == ["after"]
+    assert not [e for e in logs if e["event"] == "control.rejected"]
+    replay.replayer.control(events.ControlCommand(request_id="s", command="stop"))
+    await replay.finish()
+
+
+@pytest.mark.parametrize("minute", ["200", 200, "120+40"])
+def test_a_minute_past_play_goes_to_the_replayer_which_knows_the_last_one(
+    minute: str | int,
+) -> None:
+    """The page and ``control`` pass ``seek 200`` on: the replayer answers with its match's
+    last minute played, instead of a "written like 60 or 90+2" that reads as a typo."""
+    assert _check_command({"command": "seek", "minute": minute}) == ("seek", str(minute), None)
+    command = make_command("seek", str(minute), None, "r1", "x")
+    assert command.minute == str(minute)

@@ -94,3 +94,25 @@ def test_pahos_lost_socket_line_is_debug_not_an_error(out: io.StringIO) -> None:
     assert (last["level"], last["logger"]) == ("debug", "mqtt")
     assert last["event"].startswith("failed to receive on socket")
     assert len([f for f in paho.filters if type(f).__name__ == "_SocketErrorsAsDebug"]) == 1
+
+
+async def test_a_log_line_while_the_live_view_draws_is_a_line_of_its_own() -> None:
+    """Logging to standard error goes to whatever it is at each line: while the live view
+    draws, rich's proxy, which prints the line above the view, never glued to its border."""
+    import structlog
+    from rich.console import Console
+
+    from consumers.terminal import TerminalView
+    from matchcast.testing import Harness
+
+    screen = io.StringIO()
+    configure_logging("console", "INFO")  # standard error, as the commands set it up
+    view = TerminalView(Console(file=screen, force_terminal=True, width=80))
+    with view:
+        async with Harness(view.subscriber) as h:
+            await h.play()
+        structlog.get_logger("t").warning("replay.interrupted", last_seq=5)
+    lines = screen.getvalue().splitlines()
+    logged = [line for line in lines if "replay.interrupted" in line]
+    assert logged, "the line went around the view"
+    assert not any("╯" in line or "│" in line for line in logged), logged

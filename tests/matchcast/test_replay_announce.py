@@ -72,10 +72,10 @@ async def test_an_announcement_still_under_way_at_the_end_is_cancelled() -> None
     async with asyncio.timeout(10):  # a hang guard
         await status.announce_again(node)  # type: ignore[arg-type]
         await node.subscribing.wait()
-    await status.say_offline(node)  # type: ignore[arg-type]
+    await status.say_gone(node)  # type: ignore[arg-type]
     await asyncio.sleep(0)
     assert not status._announcing
-    assert node.published == [Topics(root="t-announce").status("r1")]  # the offline status
+    assert node.published == [Topics(root="t-announce").status("r1")]  # the status removed
 
 
 class _RefusingNode:

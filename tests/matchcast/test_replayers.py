@@ -20,7 +20,9 @@ from consumers import MAX_MATCHES, Runner
 from consumers._latejoin import MAX_DISCOVERED_PER_STATUS
 from events import Topics
 from matchcast.app import run_replay
-from matchcast.app.replayers import ReplayerBook, follow_replayers
+from matchcast.app.replay import OFFLINE_STATUS_EXPIRY_S, _StatusTopic
+from matchcast.app.replayers import ReplayerBook, Rivals, follow_replayers
+from matchcast.app.retained import find_retained
 from matchcast.cli.common import replayer_hint
 from matchcast.contract.status import ReplayerStatus
 from matchcast.testbroker import FaultProxy, Mosquitto
@@ -123,22 +125,21 @@ async def test_a_replayer_killed_is_reported_offline(
         await replayer.wait()
 
 
-async def test_a_replay_that_ends_leaves_its_matches_offline_for_a_late_viewer(
+async def test_a_replay_that_ends_removes_its_status_and_its_matches_tell_how_they_ended(
     broker_url: BrokerURL, topics: Topics
 ) -> None:
+    """Nothing of a replayer that ended is left retained (``clear`` found a status per replay
+    with a generated id); the match's own retained state says it finished."""
     await run_replay([SEMI], broker_url, ReplayOptions(speed=None, topics=topics))
-    got = asyncio.Event()
-    seen: list[tuple[str, str]] = []
+    found = await find_retained(broker_url, topics)
+    assert [(t.kind, t.match_id) for t in found] == [("state", SEMI.match_id)]
+    assert "FT" in found[0].summary or "finished" in found[0].summary, found[0].summary
 
-    def on_change(match_id: str, status: str) -> None:
-        seen.append((match_id, status))
-        got.set()
 
-    async with asyncio.timeout(30), asyncio.TaskGroup() as tg:
-        follower = tg.create_task(follow_replayers(broker_url, topics, on_change))
-        await got.wait()
-        follower.cancel()
-    assert seen == [(SEMI.match_id, "offline")]
+def test_the_last_will_says_offline_and_expires_where_mqtt_5_can() -> None:
+    will = _StatusTopic(Topics("t"), "r1", ["m1"]).will()
+    assert json.loads(will.payload)["status"] == "offline"
+    assert (will.retain, will.expiry) == (True, OFFLINE_STATUS_EXPIRY_S)
 
 
 @pytest.mark.mosquitto
@@ -233,3 +234,50 @@ async def test_the_follower_reads_on_after_its_connection_is_lost(
     await say("")  # no retained status left behind
     assert "replayer_status.reconnecting" in [e["event"] for e in logs]
     assert "replayer_status.lost" not in [e["event"] for e in logs]
+
+
+async def test_a_second_replayer_on_a_match_says_who_else_plays_it_and_what_consumers_do(
+    mosquitto_url: BrokerURL, topics: Topics
+) -> None:
+    """Two replays of the semi-final on one broker: each names the other, once, and says
+    which run consumers follow."""
+    first_ready = asyncio.Event()
+    with capture_logs() as logs:
+        async with asyncio.timeout(60), asyncio.TaskGroup() as tg:
+            first = tg.create_task(
+                run_replay(
+                    [SEMI],
+                    mosquitto_url,
+                    ReplayOptions(speed=600, topics=topics),
+                    replayer_id="first",
+                    on_ready=lambda _r: first_ready.set(),
+                )
+            )
+            await first_ready.wait()
+            await asyncio.sleep(0.2)  # its status is out (retained) with its playback
+            await run_replay(
+                [SEMI],
+                mosquitto_url,
+                ReplayOptions(speed=None, topics=topics),
+                replayer_id="second",
+            )
+            first.cancel()
+    said = [e for e in logs if e["event"] == "replayer.match_shared"]
+    by_second = [e for e in said if e["replayer_id"] == "second"]
+    assert len(by_second) == 1, said
+    (warning,) = by_second
+    assert warning["log_level"] == "warning"
+    assert (warning["match_id"], warning["other_replayer"]) == (SEMI.match_id, "first")
+    assert "follow this replay's newer run and drop first's events" in warning["consumers"]
+    by_first = [e for e in said if e["replayer_id"] == "first"]
+    assert [e["other_replayer"] for e in by_first] == ["second"]
+    assert "follow second's newer run and drop this replay's events" in by_first[0]["consumers"]
+
+
+def test_a_replayer_names_no_rival_for_itself_an_offline_one_or_another_match() -> None:
+    rivals = Rivals("me", ["m1"], started_ms=1000)
+    assert rivals.take(_status("me", "online", T0, "m1")) == []
+    assert rivals.take(_status("x", "offline", T0, "m1")) == []
+    assert rivals.take(_status("x", "online", T0, "m2")) == []
+    assert [w["other_replayer"] for w in rivals.take(_status("x", "online", T0, "m1"))] == ["x"]
+    assert rivals.take(_status("x", "online", T0, "m1")) == []  # said once

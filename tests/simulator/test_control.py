@@ -81,11 +81,11 @@ def test_seek_finds_the_first_event_at_the_minute_and_refuses_minutes_outside() 
     index = seek_index(events, parse_minute("85"))
     assert (events[index].clock.label, events[index + 1].type) == ("85'", "clock")
     assert events[seek_index(events, parse_minute("86"))].type == "clock"
-    with pytest.raises(SeekError, match=r"outside the match \(1'-90\+5'\)"):
+    with pytest.raises(SeekError, match=r"minute 105 is past the end: .* is 90\+5'$"):
         seek_index(events, parse_minute("105"))
 
 
-@pytest.mark.parametrize("text", ["", "x", "0", "121", "-3", "90+x", "50+2"])
+@pytest.mark.parametrize("text", ["", "x", "0", "-3", "90+x", "50+2"])
 def test_a_minute_that_is_not_one_is_refused_with_the_form_expected(text: str) -> None:
     with pytest.raises(ValueError, match="written like 60 or 90"):
         parse_minute(text)
@@ -104,7 +104,7 @@ def test_minutes_parse_like_from() -> None:
         (b"[" * 1500 + b"]" * 1500, "not JSON"),
         (b'{"request_id": "a", "command": "explode"}', "command"),
         (b'{"request_id": "a", "command": "seek"}', "seek needs a minute"),
-        (b'{"request_id": "a", "command": "seek", "minute": "200"}', "written like"),
+        (b'{"request_id": "a", "command": "seek", "minute": "50+2"}', "written like"),
         (b'{"request_id": "a", "command": "speed", "speed": -1}', "speed"),
         (b'{"request_id": "a", "command": "pause", "extra": 1}', "extra"),
         (b'"pause"', "(root)"),
@@ -287,7 +287,30 @@ async def test_commands_for_an_unknown_match_or_a_minute_outside_it_are_refused(
     await h.until_seq(3)
     refused = h.replayer.control(_cmd("pause", match="no-such-match"))
     assert refused is not None and "no match 'no-such-match'" in refused
-    outside = h.replayer.control(_cmd("seek", minute="100"))
-    assert outside is not None and "outside the match" in outside
+    last = "the last minute played in wc2026-sf-arg-eng is 90+5'"
+    for minute in ("100", "200", "120+40", "90+9"):
+        outside = h.replayer.control(_cmd("seek", minute=minute))
+        assert outside == f"minute {minute} is past the end: {last}"
+    h.control("stop")
+    await h.finish()
+
+
+@pytest.mark.parametrize("minute", ["80", "30"])
+async def test_a_seek_lands_at_the_minute_asked_in_the_reply_and_the_stream(minute: str) -> None:
+    h = _Harness()
+    h.start()
+    await h.until_seq(50)
+    old_run = h.events()[-1].run
+    h.control("seek", minute=minute)
+    (told,) = h.replayer.playback()  # what the reply says, before the loop takes the seek
+    assert told.clock is not None and told.clock.label == f"{minute}'"
+    await h.until_seq(1, newer_than=old_run)
+    first = next(e for e in h.events() if e.run > old_run)
+    assert first.clock.label == f"{minute}'"
+    snapshot = next(s for s in h.states() if s.run > old_run)  # what a scoreboard shows first
+    assert snapshot.clock is not None and snapshot.clock.label == f"{minute}'"
+    assert snapshot.last_seq == first.seq - 1
+    (now,) = h.replayer.playback()
+    assert now.clock is not None and now.clock.label == f"{minute}'"
     h.control("stop")
     await h.finish()

@@ -76,10 +76,13 @@ async def test_the_state_payloads_a_replay_publishes_are_byte_for_byte_the_eager
         report = await Replayer(pub, opts, clock=FakeClock()).run(match)
         initial, events, _states, _offsets = _plan(match, opts)
         expected, state = [], initial.model_copy(update={"run": report.run})
-        for e in events:
-            state = apply(state, e)
-            expected.append(encode_state(state))
         begin = _start_index(events, start)
+        for i, e in enumerate(events):
+            state = apply(state, e)
+            # A start mid-match shows the minute it lands on (the next event's clock).
+            landing = i == begin - 1 and state.status == "live"
+            shown = state.model_copy(update={"clock": events[begin].clock}) if landing else state
+            expected.append(encode_state(shown))
         sent = [p for t, p, _ in pub.sent if t.endswith("/state")]
         assert sent == expected[max(begin - 1, 0) :], start
 

@@ -168,3 +168,25 @@ async def test_matchcast_replay_stopped_by_a_signal_leaves_a_stopped_state(
     assert state.last_seq > 1
     assert state.clock is not None
     assert state.clock.period == 1
+
+
+@pytest.mark.parametrize(("cancel_is_stop", "level"), [(False, "warning"), (True, "info")])
+async def test_a_cancel_that_is_how_the_program_ends_is_no_warning(
+    cancel_is_stop: bool, level: str
+) -> None:
+    """``web --demo`` ends with Ctrl-C: its replay's end is logged as info; ``replay``'s, a
+    cut-short replay, as a warning."""
+    from structlog.testing import capture_logs
+
+    clock = StallingClock(stall_after=3)
+    pub = RecordingPublisher(clock)
+    replayer = Replayer(pub, ReplayOptions(speed=60, cancel_is_stop=cancel_is_stop), clock=clock)
+    with capture_logs() as logs:
+        task = asyncio.create_task(replayer.run(SEMIFINAL))
+        async with asyncio.timeout(10):
+            await clock.stalled.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    (said,) = [e for e in logs if e["event"] == "replay.interrupted"]
+    assert said["log_level"] == level

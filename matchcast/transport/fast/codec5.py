@@ -155,7 +155,11 @@ class Codec5:
             will=None
             if will is None
             else mqtt5.Will(
-                will.topic, payload=will.payload, qos=_QOS[will.qos], retain=will.retain
+                will.topic,
+                payload=will.payload,
+                qos=_QOS[will.qos],
+                retain=will.retain,
+                message_expiry_interval=will.expiry,
             ),
         ).write()
 
