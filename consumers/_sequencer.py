@@ -164,7 +164,7 @@ class Sequencer:
                 match_id=self.match_id,
                 run=run,
                 following=self.run,
-                first_dropped=stale_log.split(".")[0],
+                first_dropped=stale_log.split(".", maxsplit=1)[0],
                 seq=seq,
                 dropping="every message of the older run (the rest logged at debug)",
             )
