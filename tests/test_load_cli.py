@@ -17,7 +17,7 @@ from rich.console import Console
 
 from events import Topics
 from matchcast.app.retained import find_retained
-from matchcast.cli.load import _failures
+from matchcast.load import failures as _failures
 from matchcast.load import CheckError, evaluate_checks, parse_check, render_table
 from matchcast.testing import Mosquitto
 from matchcast.transport.connection import BrokerURL

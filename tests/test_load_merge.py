@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from events import Topics
-from matchcast.cli.load import _failures
+from matchcast.load import failures as _failures
 from matchcast.load import (
     REPORT_FORMAT,
     LoadOptions,

@@ -490,7 +490,15 @@ DemoSpeedOpt = Annotated[
 WebDemoSpeedOpt = Annotated[
     str, _speed_option("Match seconds per wall second, or max.", panel="Demo replay")
 ]
-LoadSpeedOpt = Annotated[str, _speed_option("Match seconds per wall second per match, or max.")]
+#: load: None where not given (60 with the default duration, else max: see LoadArgs.honest).
+LoadSpeedOpt = Annotated[
+    str | None,
+    _speed_option(
+        "Match seconds per wall second per match, or max (a throughput test). "
+        "[default: 60 for 30 s when no --rate, --duration or --stages; else max]",
+        show_default=False,
+    ),
+]
 VerifySpeedOpt = Annotated[
     str,
     _speed_option("Match seconds per wall second of each scenario, or max.", panel="Scenarios"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.table import Table
@@ -94,8 +94,12 @@ def build_report(
     *,
     streams: bool = False,
     nodes: Sequence[str] = (),
+    seconds: Mapping[int, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Every figure of a finished run, with ``parameters`` (what was asked for).
+
+    ``seconds`` are the rows :class:`~matchcast.load.Seconds` gave while the run went
+    (sender lag, live matches, subscribers, ...): each ``per_second`` row takes their keys.
 
     With ``streams``, every consumer's per-stream state goes in too, so that
     :func:`~matchcast.load.merge_reports` can combine the reports of several shards exactly.
@@ -129,6 +133,8 @@ def build_report(
             "delivered": hist.get_total_count(),
         }
         row.update({f"latency_{k}": v for k, v in histogram_summary(hist).items() if k != "count"})
+        extra = (seconds or {}).get(sec, {})
+        row.update({k: v for k, v in extra.items() if k not in row and k != "kind"})
         per_second.append(row)
     totals = {
         key: sum(c[key] for c in consumers)
@@ -167,6 +173,10 @@ def build_report(
             "overrun_threshold_ms": sender.overrun_us / 1000,
             "lateness_ms": histogram_summary(lateness),
             "lateness_hdr": encode_histogram(lateness),
+            "lag_max_ms": round(max(stats.lag_us.values(), default=0) / 1000, 3),
+            "behind": stats.overruns > 0,
+            "latency_includes_sender_backlog": not sender.shape.scheduled,
+            "matches_stopped": stats.matches_stopped,
         },
         "delivery": {
             **totals,
@@ -180,6 +190,7 @@ def build_report(
         "started_at_epoch": sender.wall0,
         "connections": {"publishers": _health(run.pubs), "probes": _health(run.probes)},
         "verification": run.verification,
+        "aborted": run.aborted,
         "chaos": chaos_summary(parameters.get("chaos"), parameters.get("seed"), fault_counts, sent),
         "expected_last_seq": stats.expected,
         "final_scores": stats.final_scores,
@@ -209,6 +220,9 @@ def render_table(report: dict[str, Any]) -> Table:
     s, d, lat = report["sender"], report["delivery"], report["latency_ms"]
     conns = report["connections"]
     title = "matchcast load (INTERRUPTED: figures so far)" if report.get("interrupted") else None
+    aborted = report.get("aborted")
+    if aborted:
+        title = f"matchcast load (ABORTED at {aborted['t']} s: --check {aborted['check']} failed)"
     table = Table(title=title or "matchcast load", show_header=True, header_style="bold")
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -231,10 +245,13 @@ def render_table(report: dict[str, Any]) -> Table:
     add("publish failures", s["publish_failures"])
     add(
         f"sender overruns (> {s['overrun_threshold_ms']:g} ms late)",
-        f"{s['overruns']:,}  (lateness p99 {s['lateness_ms']['p99']} ms)"
+        f"{s['overruns']:,}  (lateness p99 {s['lateness_ms']['p99']} ms"
+        f", max lag {s.get('lag_max_ms', s['lateness_ms']['max'])} ms)"
         if s.get("scheduled", True)
         else "n/a: --speed max has no schedule",
     )
+    if s.get("scheduled", True) and s["overruns"]:
+        add("sender", "FELL BEHIND its schedule: its lag is in the latency, not the broker's")
     add("expected / received", f"{d['expected']:,} / {d['received']:,}")
     add("lost", f"{d['lost']:,}")
     add("duplicates", f"{d['duplicates']:,}")
@@ -253,7 +270,8 @@ def render_table(report: dict[str, Any]) -> Table:
             f"{net['lost']:,} / {net['duplicates']:,} / {net['reordered']:,}",
         )
     add(
-        "latency ms p50 / p90 / p99 / p99.9 / max",
+        "latency ms p50 / p90 / p99 / p99.9 / max"
+        + ("" if s.get("scheduled", True) else " (--speed max: includes the sender's backlog)"),
         f"{lat['p50']} / {lat['p90']} / {lat['p99']} / {lat['p99_9']} / {lat['max']}",
     )
     for kind in ("publishers", "probes"):

@@ -1,0 +1,296 @@
+"""One ``matchcast load`` from its checked options to its report: the orchestration.
+
+The command module (:mod:`matchcast.cli.load`) reads the options into a
+:class:`~matchcast.load.LoadArgs` and a :class:`~matchcast.load.Plan` and calls
+:func:`execute`, lending it a :class:`Runtime` (how to run a coroutine with Ctrl-C as a clean
+cancel, where to talk to a person, how to read ``--broker``). :func:`execute` starts a
+mosquitto if asked, runs the load here (its figures each second to every
+:class:`~matchcast.load.LiveSink`, ``--check`` evaluated as it goes) or in worker processes
+(:mod:`matchcast.load._workers`), builds the report, clears the run's retained topics, and
+gives the report with its checks evaluated; :mod:`matchcast.load._output` prints and writes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from matchcast.load._args import LoadArgs, Plan
+from matchcast.load._checks import Check, evaluate_checks
+from matchcast.load._errors import LoadError
+from matchcast.load._live import JsonLines, LiveSink, Seconds, TerminalView, follow
+from matchcast.load._nodes import NodeAssigner
+from matchcast.load._report import build_report
+from matchcast.load._run import LoadRun
+from matchcast.load._workers import run_workers, shards, worker_args
+from matchcast.transport.clients import ClientKind
+
+if TYPE_CHECKING:
+    from matchcast.transport.connection import BrokerURL
+
+__all__ = ["LiveOptions", "Runtime", "execute", "make_factory"]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What the command module lends the orchestration.
+
+    Attributes:
+        run: runs a coroutine function to its end, Ctrl-C and SIGTERM as a clean cancel,
+            a broker that cannot be reached as one line and exit 1.
+        console: where a person reads progress (standard error).
+        brokers: the nodes ``--broker`` names (its text, or a spawned broker's URL), with
+            the TLS options and $MATCHCAST_BROKER applied; None if there is none.
+    """
+
+    run: Callable[[Callable[[], Coroutine[Any, Any, Any]]], Any]
+    console: Any
+    brokers: Callable[[str | None], Sequence[BrokerURL] | None]
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    """The figures while the run goes: where they go and what is checked on them.
+
+    Attributes:
+        live: ``terminal`` (the live line on a terminal), ``json`` (a JSON line a second on
+            standard output) or ``none``.
+        sinks: more places for the figures (a dashboard, Prometheus metrics, an HTML report).
+        checks: the ``--check`` thresholds: on the final report, and each second on the
+            figures so far with ``abort_on_fail``.
+        check_delay_s: seconds of warm-up before a check can abort the run.
+        abort_on_fail: end the run at the first failed check (report marked aborted, exit 3).
+    """
+
+    live: str = "terminal"
+    sinks: tuple[LiveSink, ...] = ()
+    checks: tuple[Check, ...] = ()
+    check_delay_s: float = 0.0
+    abort_on_fail: bool = False
+
+
+def make_factory(kind: ClientKind, brokers: Any, protocol: str = "auto") -> Any:
+    """A :data:`~matchcast.load.ClientFactory` for ``kind``, each connection to the next node
+    of its role: ``brokers`` is a :class:`NodeAssigner`, a list of broker URLs, or one."""
+    from matchcast.transport.connection import BrokerURL  # noqa: PLC0415
+
+    if isinstance(brokers, NodeAssigner):
+        nodes = brokers
+    else:
+        nodes = NodeAssigner((brokers,) if isinstance(brokers, BrokerURL) else tuple(brokers))
+    if kind is ClientKind.fast:
+        from matchcast.transport.fastmqtt import FastClient  # noqa: PLC0415
+
+        def fast(client_id: str, role: str) -> AbstractAsyncContextManager[Any]:
+            # Its node first, then the others it fails over to.
+            return FastClient(nodes.assign(role), client_id=client_id, protocol=protocol)  # type: ignore[arg-type]
+
+        return fast
+    from matchcast.transport.mqtt import MqttClient  # noqa: PLC0415
+
+    def slow(client_id: str, role: str) -> AbstractAsyncContextManager[Any]:
+        url = nodes.assign(role)
+        # paho does not hold its QoS 2 publishes to the broker's receive maximum (mosquitto's
+        # is 20): the broker refuses the excess in PUBREC, and aiomqtt reports success.
+        # Measured here: with 1000 in flight 20 of 424 QoS 2 events arrived, with 20 all.
+        # paho's own default of 20 it is; the load sender's window queues the rest.
+        return MqttClient(url, client_id=client_id, max_inflight=20, protocol=protocol)  # type: ignore[arg-type]
+
+    return slow
+
+
+@contextlib.contextmanager
+def _spawned(spawn: bool) -> Iterator[str | None]:
+    if not spawn:
+        yield None
+        return
+    from matchcast.testing import Mosquitto, mosquitto_binary  # noqa: PLC0415
+
+    binary = mosquitto_binary()
+    if binary is None:
+        raise LoadError("--spawn-mosquitto: mosquitto is not installed", 2)
+    broker = Mosquitto(binary, extra=["max_queued_messages 1000000"]).start()
+    try:
+        yield broker.url
+    finally:
+        broker.stop()
+
+
+def _nodes(rt: Runtime, broker: str | None, *, offset: int) -> NodeAssigner:
+    """The brokers of ``--broker`` (one or a list), to assign connections to round-robin."""
+    urls = rt.brokers(broker)
+    if not urls:
+        msg = "matchcast load needs --broker URL (or $MATCHCAST_BROKER, or --spawn-mosquitto)"
+        raise LoadError(msg, 2)
+    return NodeAssigner(tuple(urls), offset=offset)
+
+
+def _sinks(live: LiveOptions, console: Any) -> list[LiveSink]:
+    """The sinks of this run: the JSON lines or the terminal line, then the others."""
+    own: list[LiveSink] = []
+    if live.live == "json":
+        own.append(JsonLines())
+    elif live.live == "terminal" and console.is_terminal:
+        own.append(TerminalView(console))
+    return [*own, *live.sinks]
+
+
+def execute(a: LoadArgs, plan: Plan, rt: Runtime, live: LiveOptions) -> tuple[dict[str, Any], Any]:
+    """Run the load here or in worker processes, against the brokers given or a mosquitto of
+    its own: the report (checks evaluated) and the :class:`LoadRun` (None for workers); this
+    run's retained topics cleared unless kept.
+
+    Raises:
+        LoadError: bad options (2), workers that failed (1), or Ctrl-C before anything was
+            sent (130).
+    """
+    sinks = _sinks(live, rt.console)
+    run: LoadRun | None = None
+    with _spawned(a.spawn_mosquitto) as spawned_url:
+        # Shards start their round-robin on different nodes, so one publisher each spreads.
+        nodes = _nodes(rt, spawned_url or a.broker, offset=plan.shard[0] if plan.shard else 0)
+        plan.parameters.update(broker=nodes.listed, protocol=plan.protocol)
+        if a.in_workers:
+            result = run_workers(
+                shards(a.workers, a.probe_workers, a.subscribers),
+                worker_args(a, plan, nodes.listed),
+                rt.console,
+                nodes.urls[0].password,
+            )
+            result["parameters"].update(workers=a.workers, probe_workers=a.probe_workers)
+            _evaluate(result, live.checks)
+            rt.run(lambda: _only_finish(sinks, result))
+        else:
+            factory = make_factory(a.client, nodes, plan.protocol)
+            run = LoadRun(plan.options, plan.templates, factory)
+            session = _Session(run, plan, live, sinks, streams=plan.shard is not None)
+            result = rt.run(lambda: session.go(nodes.keys))
+            if result is None:
+                rt.console.print("interrupted before the first event was sent", markup=False)
+                raise LoadError("", 130)
+        # A spawned broker goes with its states; shards and workers: the one that merges.
+        if not (a.keep or spawned_url or plan.shard):
+            _clear_own(rt, nodes.urls, plan)
+    return result, run
+
+
+def _evaluate(result: dict[str, Any], checks: Sequence[Check]) -> None:
+    if checks:
+        result["checks"] = evaluate_checks(list(checks), result)
+
+
+async def _only_finish(sinks: Sequence[LiveSink], result: dict[str, Any]) -> None:
+    """The sinks of a run whose seconds they did not see (worker processes): the report."""
+    try:
+        for sink in sinks:
+            await sink.start()
+        for sink in sinks:
+            await sink.finish(result)
+    finally:
+        await _close(sinks)
+
+
+async def _close(sinks: Sequence[LiveSink]) -> None:
+    for sink in sinks:
+        with contextlib.suppress(Exception):
+            await sink.close()
+
+
+class _Session:
+    """One run in this process, its sinks around it, in one event loop."""
+
+    def __init__(
+        self,
+        run: LoadRun,
+        plan: Plan,
+        live: LiveOptions,
+        sinks: Sequence[LiveSink],
+        *,
+        streams: bool,
+    ) -> None:
+        self.run, self.plan, self.live, self.sinks = run, plan, live, sinks
+        self.streams = streams
+        self.seconds = Seconds(run)
+
+    async def go(self, nodes: tuple[str, ...]) -> dict[str, Any] | None:
+        """Start the sinks, run, build the report; None if Ctrl-C came before any send."""
+        try:
+            for sink in self.sinks:
+                try:
+                    await sink.start()
+                except OSError as err:
+                    raise LoadError(f"{type(sink).__name__} cannot start: {err}", 2) from None
+            interrupted = await self._interruptible()
+            if interrupted and self.run.sender is None:
+                return None
+            for row in self.seconds.fill():
+                self._hand(row)
+            result = build_report(
+                self.run,
+                self.plan.parameters,
+                streams=self.streams,
+                nodes=nodes,
+                seconds=self.seconds.rows,
+            )
+            result["interrupted"] = interrupted
+            _evaluate(result, self.live.checks)
+            for sink in self.sinks:
+                await sink.finish(result)
+            return result
+        finally:
+            await _close(self.sinks)
+
+    def _hand(self, row: dict[str, Any]) -> None:
+        for sink in self.sinks:
+            with contextlib.suppress(Exception):
+                sink.second(row)
+
+    async def _interruptible(self) -> bool:
+        """Run; True if Ctrl-C (or SIGTERM) cut it short, so what it measured so far is
+        still reported."""
+        live = self.live
+        follower = asyncio.ensure_future(
+            follow(
+                self.run,
+                self.seconds,
+                self.sinks,
+                checks=live.checks,
+                check_delay_s=live.check_delay_s,
+                abort_on_fail=live.abort_on_fail,
+            )
+        )
+        try:
+            await self.run.run()
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is None or task.uncancel() > 0:
+                raise
+            return True
+        finally:
+            follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await follower
+        return False
+
+
+def _clear_own(rt: Runtime, urls: Sequence[BrokerURL], plan: Plan) -> None:
+    """Remove the retained states (and consumer reports) of this run's matches, whose ids
+    hold ``-{tag}-``, so runs do not pile them up on the broker; a failure only warns."""
+    from matchcast.app.retained import clear_retained, find_retained  # noqa: PLC0415
+
+    tag = plan.tag
+
+    async def go() -> int:
+        own = await find_retained(urls, plan.topics, select=lambda match_id: f"-{tag}-" in match_id)
+        return await clear_retained(urls, own)
+
+    try:
+        cleared = rt.run(go)
+    except Exception:  # the command's runner said why (it ends the command otherwise)
+        rt.console.print("could not clear this run's retained topics: `matchcast clear` does")
+        return
+    rt.console.print(f"cleared {cleared} retained topic(s) of this run (--keep leaves them)")
