@@ -416,21 +416,9 @@ def load(
 
 
 def _args(given: dict[str, Any]) -> Any:
-    """The options of ``load`` (its local names) as :class:`~matchcast.load.LoadArgs`, the
-    stages read."""
-    from matchcast.load import LoadArgs, StageError, parse_stages  # noqa: PLC0415
+    """The options of ``load`` (its local names) as :class:`~matchcast.load.LoadArgs`."""
+    from matchcast.load import LoadArgs  # noqa: PLC0415
 
-    try:
-        stages = parse_stages(given["stages"]) if given["stages"] else None
-        subscriber_stages = (
-            parse_stages(given["subscriber_stages"], "--subscriber-stages")
-            if given["subscriber_stages"]
-            else None
-        )
-    except StageError as err:
-        fail(str(err), 2)
-    if subscriber_stages is not None and given["shared_group"]:
-        fail("--subscriber-stages and --shared-group do not mix: a group is one consumer", 2)
     names = set(LoadArgs.__dataclass_fields__) - {"parsed_stages", "parsed_subscriber_stages"}
     values = {name: given[name] for name in names if name in given}
     a, b, c, d = given["ca_file"], given["cert_file"], given["key_file"], given["tls_insecure"]
@@ -438,8 +426,6 @@ def _args(given: dict[str, Any]) -> Any:
         tls=(a, b, c, d),
         expect_consumer=tuple(given["expect_consumer"] or ()),
         progress=given["progress"] and given["live"] == "terminal",
-        parsed_stages=stages,
-        parsed_subscriber_stages=subscriber_stages,
     )
     return LoadArgs(**values)
 

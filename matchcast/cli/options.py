@@ -490,12 +490,12 @@ DemoSpeedOpt = Annotated[
 WebDemoSpeedOpt = Annotated[
     str, _speed_option("Match seconds per wall second, or max.", panel="Demo replay")
 ]
-#: load: None where not given (60 with the default duration, else max: see LoadArgs.honest).
+#: load: None where not given (see matchcast.load.LoadArgs.honest).
 LoadSpeedOpt = Annotated[
     str | None,
     _speed_option(
-        "Match seconds per wall second per match, or max (a throughput test). "
-        "[default: 60 for 30 s when no --rate, --duration or --stages; else max]",
+        "Match seconds per wall second per match, or max (a throughput test: latency then "
+        "includes the sender's backlog). [default: 60; for 30 s if no --duration or --stages]",
         show_default=False,
     ),
 ]

@@ -336,10 +336,16 @@ class ConsumerAccount:
     until: dict[str, int] | None = None
 
     def bounds(self, expected: Mapping[str, int]) -> dict[str, tuple[int, int]]:
-        """Per match, the seqs this consumer should have: ``(after, up to)``."""
-        last = self.until if self.until is not None else expected
-        since = self.since or {}
-        return {m: (since.get(m, 0), n) for m, n in last.items() if n > since.get(m, 0)}
+        """Per match of ``expected`` (last seq sent), the seqs this consumer should have:
+        ``(after, up to)``."""
+        since, until = self.since or {}, self.until
+        out = {}
+        for match_id, sent in expected.items():
+            last = sent if until is None else min(sent, until.get(match_id, 0))
+            first = since.get(match_id, 0)
+            if last > first:
+                out[match_id] = (first, last)
+        return out
 
     def owed(self, expected: Mapping[str, int]) -> int:
         """Events of ``expected`` this consumer should have and has not received (yet)."""

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from events import Topics, quote
+from events import LOAD_ROOT, Topics, quote
 from matchcast.load._errors import LoadError
 from matchcast.load._run import LoadOptions
-from matchcast.load._stages import Stages
+from matchcast.load._stages import StageError, Stages, parse_stages
 from matchcast.load._workers import ready_then_wait_for_go
 from matchcast.load._workload import LoadShape, MatchTemplate
 from matchcast.redact import redact_argv
@@ -32,49 +32,51 @@ DEFAULT_SPEED = "60"
 
 @dataclass(frozen=True)
 class LoadArgs:
-    """The options of one ``matchcast load`` as given (its outputs aside), built once.
+    """The options of one ``matchcast load`` as given (its outputs aside), built once; the
+    defaults are the command's.
 
-    ``speed`` is None where not given (see :meth:`honest`); ``stages`` and
-    ``subscriber_stages`` are read, the text they came from in ``.text``.
+    ``speed`` is None where not given; :meth:`honest` fills in the defaults and reads
+    ``stages`` and ``subscriber_stages`` into ``parsed_stages`` and
+    ``parsed_subscriber_stages``.
     """
 
-    specs: list[str] | None
-    broker: str | None
-    tls: tuple[Path | None, Path | None, Path | None, bool]
-    spawn_mosquitto: bool
-    matches: int | None
-    subscribers: int
-    shared_group: str | None
-    speed: str | None
-    rate: float | None
-    ramp: float | None
-    duration: float | None
-    qos: int
-    payload_size: int
-    states: bool
-    publishers: int
-    max_inflight: int
-    overrun_ms: float
-    drain_idle: float
-    client: ClientKind
-    root: str
-    verify_state: bool
-    expect_consumer: tuple[str, ...]
-    verify_timeout: float
-    workers: int
-    probe_workers: int
-    probe_only: bool
-    shard: str | None
-    start_at: float | None
-    start_on_go: bool
-    tag: str | None
-    progress: bool
-    keep: bool
-    chaos: str | None
-    seed: int
-    chaos_log: Path | None
-    truth: Path | None
-    protocol: str
+    specs: list[str] | None = None
+    broker: str | None = None
+    tls: tuple[Path | None, Path | None, Path | None, bool] = (None, None, None, False)
+    spawn_mosquitto: bool = False
+    matches: int | None = None
+    subscribers: int = 1
+    shared_group: str | None = None
+    speed: str | None = None
+    rate: float | None = None
+    ramp: float | None = None
+    duration: float | None = None
+    qos: int = 0
+    payload_size: int = 0
+    states: bool = True
+    publishers: int = 1
+    max_inflight: int = 1000
+    overrun_ms: float = 10.0
+    drain_idle: float = 2.0
+    client: ClientKind = ClientKind.fast
+    root: str = LOAD_ROOT
+    verify_state: bool = False
+    expect_consumer: tuple[str, ...] = ()
+    verify_timeout: float = 15.0
+    workers: int = 1
+    probe_workers: int = 0
+    probe_only: bool = False
+    shard: str | None = None
+    start_at: float | None = None
+    start_on_go: bool = False
+    tag: str | None = None
+    progress: bool = True
+    keep: bool = False
+    chaos: str | None = None
+    seed: int = 0
+    chaos_log: Path | None = None
+    truth: Path | None = None
+    protocol: str = "auto"
     stages: str | None = None
     subscriber_stages: str | None = None
     parsed_stages: Stages | None = field(default=None, compare=False)
@@ -88,10 +90,11 @@ class LoadArgs:
     def honest(self) -> LoadArgs:
         """These options with the defaults filled in, checked together.
 
-        Given none of ``--speed``, ``--rate``, ``--duration`` and ``--stages``, a run lasts
-        :data:`DEFAULT_DURATION_S` at :data:`DEFAULT_SPEED`; otherwise ``--speed`` is
-        ``max`` unless given. ``--stages`` replaces ``--matches``, ``--ramp`` and
-        ``--duration``: given together, exit 2.
+        ``--speed`` is :data:`DEFAULT_SPEED` unless given (``max`` is a throughput test,
+        asked for by name; ``--rate`` overrides either); given none of ``--speed``,
+        ``--rate``, ``--duration`` and ``--stages``, a run lasts :data:`DEFAULT_DURATION_S`.
+        ``--stages`` replaces ``--matches``, ``--ramp`` and ``--duration``: given together,
+        exit 2.
         """
         import dataclasses  # noqa: PLC0415
 
@@ -113,10 +116,16 @@ class LoadArgs:
                 )
             if self.chaos:
                 raise LoadError("--stages and --chaos do not mix: use --matches", 2)
+        if self.subscriber_stages is not None and self.shared_group:
+            raise LoadError(
+                "--subscriber-stages and --shared-group do not mix: a group is one consumer", 2
+            )
         shapeless = (self.speed, self.rate, self.duration, self.stages) == (None,) * 4
         return dataclasses.replace(
             self,
-            speed=DEFAULT_SPEED if shapeless else (self.speed or "max"),
+            parsed_stages=_stages(self.stages, "--stages"),
+            parsed_subscriber_stages=_stages(self.subscriber_stages, "--subscriber-stages"),
+            speed=self.speed or DEFAULT_SPEED,
             duration=DEFAULT_DURATION_S if shapeless else self.duration,
             matches=self.matches if self.matches is not None else 10,
             ramp=self.ramp or 0.0,
@@ -128,6 +137,13 @@ class LoadArgs:
         if self.parsed_stages is not None:
             return self.parsed_stages.peak
         return self.matches or 0
+
+
+def _stages(text: str | None, option: str) -> Stages | None:
+    try:
+        return parse_stages(text, option) if text is not None else None
+    except StageError as err:
+        raise LoadError(str(err), 2) from None
 
 
 @dataclass(frozen=True)

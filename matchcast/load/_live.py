@@ -94,6 +94,7 @@ class Seconds:
         #: What the sender had sent at each second: (second, last seq per match).
         self._sent_at: collections.deque[tuple[int, dict[str, int]]] = collections.deque()
         self.lost = 0
+        self._last_running = 0
 
     def _lost(self, t: int) -> int:
         """Events sent by second ``t - drain_idle_s`` and not yet received."""
@@ -127,13 +128,21 @@ class Seconds:
             "lost": self.lost if final else self._lost(t),
             "duplicates": sum(n.duplicates for n in nodes.values()),
             "reordered": sum(n.reordered for n in nodes.values()),
-            "live_matches": 0 if stats.finished else stats.matches_running,
+            "live_matches": self._running(t),
             "subscribers": run.probes_live,
             "connections": run.probes_live + len(run.publisher_nodes),
             "nodes": {} if len(nodes) < 2 else _nodes(run, t),
         }
         self.rows[t] = row
         return row
+
+    def _running(self, t: int) -> int:
+        """The most matches running at once in second ``t``: those at its start, or more if
+        more started in it."""
+        stats = self.run.stats
+        now = 0 if stats.finished else stats.matches_running
+        at_start, self._last_running = self._last_running, now
+        return max(at_start, stats.running_peak.get(t, 0), now if not stats.finished else 0)
 
     def fill(self) -> list[dict[str, Any]]:
         """Rows for the seconds of a finished run that no live row reached (its end, the

@@ -382,7 +382,7 @@ class LoadRun:
                 account.until = dict(self.sender.stats.expected if self.sender else {})
                 deadline = time.monotonic() + opts.drain_idle_s
                 while True:  # what was sent before it left: until it has it, or idle time
-                    if not account.owed({}) or time.monotonic() >= deadline:
+                    if not account.owed(account.until) or time.monotonic() >= deadline:
                         break
                     await asyncio.sleep(0.05)
             finally:

@@ -74,6 +74,8 @@ class SenderStats:
         lag_us: per second of the run, the most the sender was behind its schedule then
             (how late the latest event it sent in that second was, us); empty at max speed.
         matches_running: matches that have sent their first event and are not over.
+        running_peak: per second of the run, the most matches running at once in it (where
+            a match started in it).
         matches_stopped: matches stopped before their end (``--stages`` ramping down).
         injected: under chaos, per match id, the seqs in the order really sent: what a
             perfect broker would deliver, duplicates and reordering injected included.
@@ -97,6 +99,7 @@ class SenderStats:
     lateness: LatencySeries = field(default_factory=LatencySeries)
     lag_us: dict[int, int] = field(default_factory=dict)
     matches_running: int = 0
+    running_peak: dict[int, int] = field(default_factory=dict)
     matches_stopped: int = 0
     started: float = 0.0
     finished: float = 0.0
@@ -463,6 +466,8 @@ class Sender:
             i = copy.index
             if i == 0:
                 stats.matches_running += 1
+                sec = int(now - self.mono0)
+                stats.running_peak[sec] = max(stats.running_peak.get(sec, 0), stats.matches_running)
             self._emit(copy, i, due, now)
             if self._inflight[copy.conn] >= self.max_inflight:
                 await self._window(copy.conn)
