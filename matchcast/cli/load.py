@@ -98,7 +98,7 @@ def load(
             "-k",
             parser=whole(1),
             metavar="K",
-            help="Concurrent matches. [default: 10]",
+            help="Concurrent matches (default 10).",
             show_default=False,
         ),
     ] = None,
@@ -368,8 +368,7 @@ def load(
         typer.Option(
             "--live",
             metavar="terminal|json|none",
-            help="Figures each second: a line on a terminal, or one JSON object a line on "
-            "standard output (the table then goes to standard error).",
+            help="Figures each second: a line on a terminal, or a JSON line on standard output.",
             rich_help_panel=_OUT,
         ),
     ] = "terminal",

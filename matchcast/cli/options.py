@@ -494,8 +494,8 @@ WebDemoSpeedOpt = Annotated[
 LoadSpeedOpt = Annotated[
     str | None,
     _speed_option(
-        "Match seconds per wall second per match, or max (a throughput test: latency then "
-        "includes the sender's backlog). [default: 60; for 30 s if no --duration or --stages]",
+        "Match seconds per wall second per match (default 60), or max: a throughput test, "
+        "its latency includes the sender's backlog.",
         show_default=False,
     ),
 ]

@@ -59,7 +59,7 @@ def output(
     from matchcast.load._summary import render_summary  # noqa: PLC0415
 
     console.print(render_table(result))
-    console.print(render_summary(result), markup=False, highlight=False)
+    console.print(render_summary(result), markup=False, highlight=False, soft_wrap=True)
     if report is not None:
         write_private(report, json.dumps(redact_data(result), indent=1))
     if csv_path is not None:
