@@ -95,6 +95,8 @@ class Seconds:
         self._sent_at: collections.deque[tuple[int, dict[str, int]]] = collections.deque()
         self.lost = 0
         self._last_running = 0
+        #: Every latency received so far (us), at 3 significant digits, as HDR keeps them.
+        self._latencies: collections.Counter[int] = collections.Counter()
 
     def _lost(self, t: int) -> int:
         """Events sent by second ``t - drain_idle_s`` and not yet received."""
@@ -113,7 +115,7 @@ class Seconds:
         report counts it)."""
         run = self.run
         stats = run.stats
-        n, p50, p99, top = _latency(run.latency, t)
+        n, p50, p99, top = _latency(run.latency, t, self._latencies if not final else None)
         nodes = run.nodes
         row: dict[str, Any] = {
             "kind": ROW_KIND,
@@ -153,14 +155,27 @@ class Seconds:
         self.lost = lost_so_far(run.accounts, stats.expected)
         return [self.row(t, final=True) for t in range(last + 1) if t not in self.rows]
 
+    def _latency_so_far(self) -> dict[str, float]:
+        """p50, p90, p99, p99.9, max and mean (ms) of every second's row so far: from the
+        counts the rows kept, not the HDR histograms (whose percentile walk in Python costs
+        tens of ms a second, and held up the sender it was measuring)."""
+        counts = self._latencies
+        if not counts:
+            return dict.fromkeys(("p50", "p90", "p99", "p99_9", "max", "mean"), 0.0)
+        p50, p90, p99, p999 = _quantiles(counts, (0.5, 0.9, 0.99, 0.999))
+        total = sum(counts.values())
+        mean = sum(v * n for v, n in counts.items()) / total / 1000
+        top = round(max(counts) / 1000, 3)
+        return {"p50": p50, "p90": p90, "p99": p99, "p99_9": p999, "max": top, "mean": mean}
+
     def so_far(self, elapsed: float, *, latency: bool = True) -> dict[str, Any]:
         """The figures of the run so far, as a report holds them (what ``--check`` reads);
-        without ``latency`` (no check reads it), no latency percentiles (tens of ms)."""
+        without ``latency`` (no check reads it), no latency percentiles."""
         run, stats = self.run, self.run.stats
         received = sum(n.received for n in run.nodes.values())
         elapsed = max(elapsed, 1e-9)
         return {
-            "latency_ms": histogram_summary(run.latency.histogram()) if latency else {},
+            "latency_ms": self._latency_so_far() if latency else {},
             "delivery": {
                 "lost": self.lost,
                 "duplicates": sum(n.duplicates for n in run.nodes.values()),
@@ -176,13 +191,41 @@ class Seconds:
         }
 
 
+def _three_digits(us: int) -> int:
+    """``us`` to 3 significant digits (the precision of the run's HDR histograms)."""
+    if us < 1000:
+        return max(us, 1)
+    scale: int = 10 ** (len(str(us)) - 3)
+    return us // scale * scale
+
+
+def _quantiles(counts: collections.Counter[int], marks: Sequence[float]) -> list[float]:
+    """The values (ms) at the fractions ``marks`` (ascending) of ``counts`` (us -> how many)."""
+    total = sum(counts.values())
+    wanted = [total * m for m in marks]
+    found: list[float] = []
+    running = 0
+    for v in sorted(counts):
+        running += counts[v]
+        while wanted and running >= wanted[0]:
+            wanted.pop(0)
+            found.append(round(v / 1000, 3))
+    return found
+
+
 def _latency(
-    series: LatencySeries | LatencyUnion, t: int
+    series: LatencySeries | LatencyUnion,
+    t: int,
+    into: collections.Counter[int] | None = None,
 ) -> tuple[int, float | None, float | None, float | None]:
     """Count, p50, p99 and max (ms) of second ``t``: from its exact counts while it is not
     sealed (a sort of its distinct values, a few ms at most; an HDR histogram's percentile
-    walk costs about 10 ms each and would hold up the sender), else from its histogram."""
+    walk costs about 10 ms each and would hold up the sender), else from its histogram.
+    The counts are added to ``into`` at 3 significant digits."""
     counts = series.counts(t)
+    if into is not None:
+        for value, n in counts.items():
+            into[_three_digits(value)] += n
     total = sum(counts.values())
     if total < series.count(t):  # sealed (a late row): the histogram has it
         hist = series.histogram(t)
@@ -190,16 +233,8 @@ def _latency(
         return hist.get_total_count(), summary["p50"], summary["p99"], summary["max"]
     if not total:
         return 0, None, None, None
-    values = sorted(counts)
-    marks = [total * 0.5, total * 0.99]
-    found: list[float] = []
-    running = 0
-    for v in values:
-        running += counts[v]
-        while marks and running >= marks[0]:
-            marks.pop(0)
-            found.append(round(v / 1000, 3))
-    return total, found[0], found[1], round(values[-1] / 1000, 3)
+    p50, p99 = _quantiles(counts, (0.5, 0.99))
+    return total, p50, p99, round(max(counts) / 1000, 3)
 
 
 def _nodes(run: LoadRun, t: int) -> dict[str, Any]:
