@@ -48,7 +48,7 @@ from matchcast.cli.options import (
     rare,
     whole,
 )
-from matchcast.load import READY_LINE, LoadError, make_factory, nothing_delivered
+from matchcast.load import LoadError, make_factory, nothing_delivered
 from matchcast.transport.clients import ClientKind
 from simulator import ChaosSpec, ChaosSpecError
 
@@ -301,7 +301,7 @@ def load(
             "--workers",
             parser=whole(1),
             metavar="N",
-            help="Spread the load over this many processes.",
+            help="Spread the load over this many processes (a local Dask cluster).",
             rich_help_panel=_SCALE,
         ),
     ] = 1,
@@ -347,15 +347,25 @@ def load(
     probe_only: Annotated[
         bool, typer.Option("--probe-only", hidden=True, help="This shard only probes.")
     ] = False,
-    start_on_go: Annotated[
-        bool,
+    dask: Annotated[
+        str | None,
         typer.Option(
-            "--start-on-go",
-            hidden=True,
-            help=f"Once connected and subscribed, print {READY_LINE!r} and wait for 'go' on "
-            "standard input (how --workers starts its processes together).",
+            "--dask",
+            metavar="ADDRESS",
+            help="Run --shards N as tasks on this Dask scheduler (tcp://host:8786), one a worker.",
+            rich_help_panel=_SCALE,
         ),
-    ] = False,
+    ] = None,
+    shards: Annotated[
+        int | None,
+        typer.Option(
+            "--shards",
+            parser=whole(1),
+            metavar="N",
+            help="Shards of the run on --dask.",
+            **rare(_SCALE),
+        ),
+    ] = None,
     chaos: ChaosOpt = None,
     seed: SeedOpt = 0,
     chaos_log: ChaosLogOpt = None,

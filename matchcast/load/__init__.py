@@ -46,7 +46,6 @@ from matchcast.load._verify import (
     consumer_state_topic,
     verify_states,
 )
-from matchcast.load._workers import READY_LINE
 from matchcast.load._workload import LoadShape, MatchTemplate, format_timestamp, match_ids
 
 __all__ = [
@@ -54,7 +53,6 @@ __all__ = [
     "DEFAULT_DURATION_S",
     "DEFAULT_SPEED",
     "PERCENTILES",
-    "READY_LINE",
     "REPORT_FORMAT",
     "ROW_KIND",
     "Check",

@@ -17,7 +17,6 @@ from events import LOAD_ROOT, Topics, quote
 from matchcast.load._errors import LoadError
 from matchcast.load._run import LoadOptions
 from matchcast.load._stages import StageError, Stages, parse_stages
-from matchcast.load._workers import ready_then_wait_for_go
 from matchcast.load._workload import LoadShape, MatchTemplate
 from matchcast.redact import redact_argv
 from matchcast.transport.clients import ClientKind
@@ -68,7 +67,6 @@ class LoadArgs:
     probe_only: bool = False
     shard: str | None = None
     start_at: float | None = None
-    start_on_go: bool = False
     tag: str | None = None
     progress: bool = True
     keep: bool = False
@@ -79,13 +77,15 @@ class LoadArgs:
     protocol: str = "auto"
     stages: str | None = None
     subscriber_stages: str | None = None
+    dask: str | None = None
+    shards: int | None = None
     parsed_stages: Stages | None = field(default=None, compare=False)
     parsed_subscriber_stages: Stages | None = field(default=None, compare=False)
 
     @property
     def in_workers(self) -> bool:
-        """Whether this process runs worker processes (``--workers``, ``--probe-workers``)."""
-        return self.workers > 1 or self.probe_workers > 0
+        """Whether the run is shards on Dask (``--dask``, ``--workers``, ``--probe-workers``)."""
+        return self.dask is not None or self.workers > 1 or self.probe_workers > 0
 
     def honest(self) -> LoadArgs:
         """These options with the defaults filled in, checked together.
@@ -116,6 +116,10 @@ class LoadArgs:
                 )
             if self.chaos:
                 raise LoadError("--stages and --chaos do not mix: use --matches", 2)
+        if (self.shards is not None) != (self.dask is not None):
+            raise LoadError("--dask ADDRESS and --shards N go together", 2)
+        if self.dask is not None and self.workers > 1:
+            raise LoadError("--dask runs its --shards on the cluster's workers: drop --workers", 2)
         if self.subscriber_stages is not None and self.shared_group:
             raise LoadError(
                 "--subscriber-stages and --shared-group do not mix: a group is one consumer", 2
@@ -204,9 +208,11 @@ def plan(
     ):
         raise LoadError(f"--shared-group {quote(a.shared_group)} must be a name without / + #", 2)
     the_shard = _parse_shard(a.shard) if a.shard else None
-    if the_shard is not None and (a.workers > 1 or a.probe_workers):
+    if the_shard is not None and (a.workers > 1 or a.probe_workers or a.dask):
         raise LoadError(
-            "--workers/--probe-workers and --shard do not mix: they run the shards themselves", 2
+            "--workers/--probe-workers/--dask and --shard do not mix: they run the shards "
+            "themselves",
+            2,
         )
     run_tag = a.tag or uuid.uuid4().hex[:4]
     my_matches, my_subscribers = _share(a, the_shard)
@@ -238,7 +244,6 @@ def plan(
         expect_consumers=a.expect_consumer,
         shard=the_shard,
         start_at=a.start_at,
-        start_gate=ready_then_wait_for_go if a.start_on_go else None,
         chaos=chaos,
         seed=a.seed,
     )
@@ -288,6 +293,7 @@ def _parameters(
         "shard": a.shard,
         "start_at": a.start_at,
         "workers": a.workers,
+        "dask": a.dask,
         "chaos": str(chaos) if chaos is not None else None,
         "seed": a.seed if chaos is not None else None,
         "argv": redact_argv(sys.argv[1:]),

@@ -5,9 +5,9 @@ The command module (:mod:`matchcast.cli.load`) reads the options into a
 :func:`execute`, lending it a :class:`Runtime` (how to run a coroutine with Ctrl-C as a clean
 cancel, where to talk to a person, how to read ``--broker``). :func:`execute` starts a
 mosquitto if asked, runs the load here (its figures each second to every
-:class:`~matchcast.load.LiveSink`, ``--check`` evaluated as it goes) or in worker processes
-(:mod:`matchcast.load._workers`), builds the report, clears the run's retained topics, and
-gives the report with its checks evaluated; :mod:`matchcast.load._output` prints and writes it.
+:class:`~matchcast.load.LiveSink`, ``--check`` evaluated as it goes) or as shards on a Dask
+cluster (:mod:`matchcast.load._dask`), builds the report, clears the run's retained topics,
+and gives the report with its checks evaluated; :mod:`matchcast.load._output` prints and writes it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from matchcast.load._live import JsonLines, LiveSink, Seconds, TerminalView, fol
 from matchcast.load._nodes import NodeAssigner
 from matchcast.load._report import build_report
 from matchcast.load._run import LoadRun
-from matchcast.load._workers import run_workers, shards, worker_args
 from matchcast.transport.clients import ClientKind
 
 if TYPE_CHECKING:
@@ -155,15 +154,7 @@ def execute(a: LoadArgs, plan: Plan, rt: Runtime, live: LiveOptions) -> tuple[di
         nodes = _nodes(rt, spawned_url or a.broker, offset=plan.shard[0] if plan.shard else 0)
         plan.parameters.update(broker=nodes.listed, protocol=plan.protocol)
         if a.in_workers:
-            result = run_workers(
-                shards(a.workers, a.probe_workers, a.subscribers),
-                worker_args(a, plan, nodes.listed),
-                rt.console,
-                nodes.urls[0].password,
-            )
-            result["parameters"].update(workers=a.workers, probe_workers=a.probe_workers)
-            _evaluate(result, live.checks)
-            rt.run(lambda: _only_finish(sinks, result))
+            result = _on_dask(a, plan, rt, live, sinks, nodes)
         else:
             factory = make_factory(a.client, nodes, plan.protocol)
             run = LoadRun(plan.options, plan.templates, factory)
@@ -178,20 +169,32 @@ def execute(a: LoadArgs, plan: Plan, rt: Runtime, live: LiveOptions) -> tuple[di
     return result, run
 
 
+def _on_dask(
+    a: LoadArgs,
+    plan: Plan,
+    rt: Runtime,
+    live: LiveOptions,
+    sinks: Sequence[LiveSink],
+    nodes: NodeAssigner,
+) -> dict[str, Any]:
+    """The run as shards on a Dask cluster (``--dask``) or a local one (``--workers``)."""
+    from matchcast.load._dask import need_distributed, run_on_dask, shard_plans  # noqa: PLC0415
+
+    need_distributed("--dask" if a.dask is not None else "--workers")
+    senders = a.shards if a.shards is not None else a.workers
+    plans = shard_plans(a, plan, senders, a.probe_workers)
+    result: dict[str, Any] = rt.run(
+        lambda: run_on_dask(a.dask, plans, nodes.urls, a.client, sinks, live.checks)
+    )
+    result["parameters"].update(
+        workers=a.workers, probe_workers=a.probe_workers, dask=a.dask, shards=senders
+    )
+    return result
+
+
 def _evaluate(result: dict[str, Any], checks: Sequence[Check]) -> None:
     if checks:
         result["checks"] = evaluate_checks(list(checks), result)
-
-
-async def _only_finish(sinks: Sequence[LiveSink], result: dict[str, Any]) -> None:
-    """The sinks of a run whose seconds they did not see (worker processes): the report."""
-    try:
-        for sink in sinks:
-            await sink.start()
-        for sink in sinks:
-            await sink.finish(result)
-    finally:
-        await _close(sinks)
 
 
 async def _close(sinks: Sequence[LiveSink]) -> None:

@@ -85,6 +85,11 @@ def failures(result: dict[str, Any]) -> list[str]:
             f"aborted at {aborted['t']} s: --check {aborted['check']} "
             f"(actual {aborted['actual']:g}; --abort-on-fail)"
         )
+    out += [
+        f"shard {s['shard']} failed: {s['error']}"
+        for s in result.get("shards") or ()
+        if s["status"] != "ok"
+    ]
     verification = result.get("verification")
     if verification is not None and not verification["ok"]:
         out.append("verify-state: a consumer's final state is wrong or missing")

@@ -63,13 +63,14 @@ class Stages:
         return max(target for _, target in self.points)
 
     def target(self, t: float) -> int:
-        """The number at second ``t``: on the line between the stages around it, rounded
-        down (a ramp from 0 to 10 over 10 s has 1 at t=1.0), the last target after the end."""
+        """The number at second ``t``: on the line between the stages around it, rounded to
+        the nearest (a ramp from 0 to 10 over 10 s has 1 from t=0.5), the last target after
+        the end."""
         start, level = 0.0, 0
         for end, target in self.points:
             if t < end:
                 frac = (t - start) / (end - start)
-                return math.floor(level + (target - level) * frac + 1e-9)
+                return math.floor(level + (target - level) * frac + 0.5)
             start, level = end, target
         return level
 
