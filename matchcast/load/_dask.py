@@ -23,6 +23,7 @@ import dataclasses
 import importlib
 import logging
 import queue as threading_queue
+import signal
 import threading
 import time
 import uuid
@@ -247,6 +248,20 @@ def _sum_rows(t: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+@contextlib.asynccontextmanager
+async def _ignoring_sigint(cluster: Any) -> Any:
+    """Start ``cluster`` with SIGINT ignored, so the processes it starts inherit that; this
+    process's own handler is back once they are up."""
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        started = await cluster
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
+    async with started:
+        yield started
+
+
 @dataclasses.dataclass
 class _Shards:
     """The shards of a run as the coordinator follows them."""
@@ -298,14 +313,18 @@ async def run_on_dask(
         if address is None:
             # One try a shard: a shard whose worker died is failed, never run again.
             stack.enter_context(dask.config.set({"distributed.scheduler.allowed-failures": 0}))
+            # Its worker processes ignore Ctrl-C (which a terminal sends the whole process
+            # group): the coordinator tells them to stop, and they report what they measured.
             cluster = await stack.enter_async_context(
-                dist.LocalCluster(
-                    n_workers=len(plans),
-                    threads_per_worker=1,
-                    processes=True,
-                    asynchronous=True,
-                    dashboard_address=None,
-                    silence_logs=40,
+                _ignoring_sigint(
+                    dist.LocalCluster(
+                        n_workers=len(plans),
+                        threads_per_worker=1,
+                        processes=True,
+                        asynchronous=True,
+                        dashboard_address=None,
+                        silence_logs=40,
+                    )
                 )
             )
             address = cluster.scheduler_address
