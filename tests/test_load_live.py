@@ -307,12 +307,12 @@ def test_a_staged_run_from_the_command_line_shows_live_matches_rise_and_fall(
     mosquitto: Mosquitto, tmp_path: Path
 ) -> None:
     out = tmp_path / "r.json"
-    result = _load("--broker", mosquitto.url, "--stages", "1s:3,1s:3,1s:0", "--speed", "600",
+    result = _load("--broker", mosquitto.url, "--stages", "2s:4,1s:4,1s:0", "--speed", "600",
                    "--root", f"mct-stcli-{tmp_path.name}", "--live", "none",
                    "--check", "lost == 0", "--report", str(out))  # fmt: skip
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
     live = [row["live_matches"] for row in report["per_second"]]  # the most in each second
-    assert live[0] < max(live) == 3
-    assert report["sender"]["matches_stopped"] == 3  # the fall: each stopped, none left
-    assert report["parameters"]["stages"] == "1s:3,1s:3,1s:0"
+    assert live[0] < max(live) == 4  # second 0 ramps to 2
+    assert report["sender"]["matches_stopped"] == 4  # the fall: each stopped, none left
+    assert report["parameters"]["stages"] == "2s:4,1s:4,1s:0"

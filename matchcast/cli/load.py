@@ -301,7 +301,7 @@ def load(
             "--workers",
             parser=whole(1),
             metavar="N",
-            help="Spread the load over this many processes (a local Dask cluster).",
+            help="Spread the load over this many processes.",
             rich_help_panel=_SCALE,
         ),
     ] = 1,
@@ -353,7 +353,7 @@ def load(
             "--dask",
             metavar="ADDRESS",
             help="Run --shards N as tasks on this Dask scheduler (tcp://host:8786), one a worker.",
-            rich_help_panel=_SCALE,
+            **rare(_SCALE),
         ),
     ] = None,
     shards: Annotated[

@@ -19,7 +19,7 @@ from matchcast.load._accounting import (
 from matchcast.load._args import DEFAULT_DURATION_S, DEFAULT_SPEED, LoadArgs, Plan, plan
 from matchcast.load._chart import Rates, rates, write_chart
 from matchcast.load._checks import CHECK_FIGURES, Check, CheckError, evaluate_checks, parse_check
-from matchcast.load._command import LiveOptions, Runtime, execute, make_factory
+from matchcast.load._command import Runtime, execute
 from matchcast.load._consume import SharedSource, run_consumer
 from matchcast.load._errors import LoadError
 from matchcast.load._live import ROW_KIND, JsonLines, LiveSink, Seconds, TerminalView, follow
@@ -37,6 +37,7 @@ from matchcast.load._run import (
     probe_filter,
 )
 from matchcast.load._sender import NowaitPublisher, Sender, SenderStats, submit
+from matchcast.load._session import LiveOptions, make_factory
 from matchcast.load._stages import StageError, Stages, parse_duration, parse_stages
 from matchcast.load._summary import render_summary
 from matchcast.load._verify import (

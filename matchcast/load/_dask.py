@@ -141,13 +141,9 @@ def run_shard(the_plan: Plan, urls: Sequence[Any], client: Any, index: int, run_
 
     configure_logging("json", "WARNING")
     dist = _distributed()
-    from matchcast.load._command import (  # noqa: PLC0415
-        LiveOptions,
-        _Session,
-        make_factory,
-    )
     from matchcast.load._nodes import NodeAssigner  # noqa: PLC0415
     from matchcast.load._run import LoadRun  # noqa: PLC0415
+    from matchcast.load._session import LiveOptions, Session, make_factory  # noqa: PLC0415
 
     rows = dist.Queue(f"matchcast-load-{run_id}")
     go = dist.Event(f"matchcast-load-{run_id}-go")
@@ -162,7 +158,7 @@ def run_shard(the_plan: Plan, urls: Sequence[Any], client: Any, index: int, run_
 
     options = dataclasses.replace(the_plan.options, start_gate=gate)
     run = LoadRun(options, the_plan.templates, make_factory(client, nodes, the_plan.protocol))
-    session = _Session(run, the_plan, LiveOptions(live="none"), [sink], streams=True)
+    session = Session(run, the_plan, LiveOptions(live="none"), [sink], streams=True)
 
     async def go_run() -> Any:
         loop = asyncio.get_running_loop()

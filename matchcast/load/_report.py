@@ -109,41 +109,11 @@ def build_report(
     stats = run.stats
     sender = run.sender
     assert sender is not None
-    mono0 = sender.mono0
-    # An interrupted run has not finished sending: it counts until now.
-    send_s = max((stats.finished or time.monotonic()) - mono0, 1e-9)
-    # At max speed nothing is scheduled: what was offered is what was sent.
-    offered_s = stats.last_due_s if stats.last_due_s > 0 else send_s
     consumers = [acc.totals(stats.expected, stats.injected) for acc in run.accounts]
     received = sum(c["received"] for c in consumers)
     rx_span = max(run.last_rx - sender.wall0, 1e-9) if run.last_rx else 0.0
-    latency = run.latency
-    overall = latency.histogram()
-    lateness = stats.lateness.histogram()
-    last_sec = max([*latency.seconds(), *stats.sent.keys(), *stats.offered.keys(), 0])
-    per_second = []
-    per_second_hdr = []
-    for sec in range(last_sec + 1):
-        hist = latency.histogram(sec)
-        per_second_hdr.append(encode_histogram(hist))
-        row: dict[str, Any] = {
-            "t": sec,
-            "offered": stats.offered.get(sec, 0),
-            "sent": stats.sent.get(sec, 0),
-            "delivered": hist.get_total_count(),
-        }
-        row.update({f"latency_{k}": v for k, v in histogram_summary(hist).items() if k != "count"})
-        extra = (seconds or {}).get(sec, {})
-        row.update({k: v for k, v in extra.items() if k not in row and k != "kind"})
-        per_second.append(row)
-    totals = {
-        key: sum(c[key] for c in consumers)
-        for key in ("expected", "received", "unique", "lost", "duplicates", "reordered")
-    }
-    totals["max_displacement"] = max((c["max_displacement"] for c in consumers), default=0)
-    totals["unexpected"] = sum(c["unexpected"] for c in consumers)
-    totals["malformed"] = sum(c["malformed"] for c in consumers)
-    totals.update(split_totals(consumers))
+    overall = run.latency.histogram()
+    per_second, per_second_hdr = _per_second(run, seconds or {})
     fault_counts: dict[str, int] = {}
     for fault in stats.faults:
         fault_counts[fault.fault] = fault_counts.get(fault.fault, 0) + 1
@@ -158,28 +128,9 @@ def build_report(
         "kind": "matchcast-load-report",
         "created_at": dt.datetime.now(dt.UTC).isoformat(),
         "parameters": parameters,
-        "sender": {
-            "events_published": stats.events,
-            "states_published": stats.states,
-            "publish_failures": stats.failures,
-            "failure_reasons": dict(stats.failure_reasons),
-            "matches_started": stats.matches_started,
-            "matches_completed": stats.matches_completed,
-            "send_seconds": round(send_s, 3),
-            "offered_events_per_s": _rate(sum(stats.offered.values()), offered_s),
-            "achieved_events_per_s": _rate(stats.events, send_s),
-            "scheduled": sender.shape.scheduled,
-            "overruns": stats.overruns,
-            "overrun_threshold_ms": sender.overrun_us / 1000,
-            "lateness_ms": histogram_summary(lateness),
-            "lateness_hdr": encode_histogram(lateness),
-            "lag_max_ms": round(max(stats.lag_us.values(), default=0) / 1000, 3),
-            "behind": stats.overruns > 0,
-            "latency_includes_sender_backlog": not sender.shape.scheduled,
-            "matches_stopped": stats.matches_stopped,
-        },
+        "sender": _sender(run),
         "delivery": {
-            **totals,
+            **_totals(consumers),
             "delivered_events_per_s": _rate(received, rx_span),
             "consumers": consumers,
         },
@@ -213,6 +164,73 @@ def build_report(
             {m: st.to_wire() for m, st in stats.injected.items()} if streams else None
         ),
     }
+
+
+def _per_second(
+    run: LoadRun, seconds: Mapping[int, dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each second's row (with the keys of the live ``seconds`` rows) and HDR encoding."""
+    stats, latency = run.stats, run.latency
+    last_sec = max([*latency.seconds(), *stats.sent.keys(), *stats.offered.keys(), 0])
+    rows, hdrs = [], []
+    for sec in range(last_sec + 1):
+        hist = latency.histogram(sec)
+        hdrs.append(encode_histogram(hist))
+        row: dict[str, Any] = {
+            "t": sec,
+            "offered": stats.offered.get(sec, 0),
+            "sent": stats.sent.get(sec, 0),
+            "delivered": hist.get_total_count(),
+        }
+        row.update({f"latency_{k}": v for k, v in histogram_summary(hist).items() if k != "count"})
+        extra = seconds.get(sec, {})
+        row.update({k: v for k, v in extra.items() if k not in row and k != "kind"})
+        rows.append(row)
+    return rows, hdrs
+
+
+def _sender(run: LoadRun) -> dict[str, Any]:
+    """The report's ``sender`` section."""
+    stats, sender = run.stats, run.sender
+    assert sender is not None
+    # An interrupted run has not finished sending: it counts until now.
+    send_s = max((stats.finished or time.monotonic()) - sender.mono0, 1e-9)
+    # At max speed nothing is scheduled: what was offered is what was sent.
+    offered_s = stats.last_due_s if stats.last_due_s > 0 else send_s
+    lateness = stats.lateness.histogram()
+    return {
+        "events_published": stats.events,
+        "states_published": stats.states,
+        "publish_failures": stats.failures,
+        "failure_reasons": dict(stats.failure_reasons),
+        "matches_started": stats.matches_started,
+        "matches_completed": stats.matches_completed,
+        "send_seconds": round(send_s, 3),
+        "offered_events_per_s": _rate(sum(stats.offered.values()), offered_s),
+        "achieved_events_per_s": _rate(stats.events, send_s),
+        "scheduled": sender.shape.scheduled,
+        "overruns": stats.overruns,
+        "overrun_threshold_ms": sender.overrun_us / 1000,
+        "lateness_ms": histogram_summary(lateness),
+        "lateness_hdr": encode_histogram(lateness),
+        "lag_max_ms": round(max(stats.lag_us.values(), default=0) / 1000, 3),
+        "behind": stats.overruns > 0,
+        "latency_includes_sender_backlog": not sender.shape.scheduled,
+        "matches_stopped": stats.matches_stopped,
+    }
+
+
+def _totals(consumers: list[dict[str, Any]]) -> dict[str, Any]:
+    """Loss, duplicates, reordering and the rest summed over the consumers."""
+    totals: dict[str, Any] = {
+        key: sum(c[key] for c in consumers)
+        for key in ("expected", "received", "unique", "lost", "duplicates", "reordered")
+    }
+    totals["max_displacement"] = max((c["max_displacement"] for c in consumers), default=0)
+    totals["unexpected"] = sum(c["unexpected"] for c in consumers)
+    totals["malformed"] = sum(c["malformed"] for c in consumers)
+    totals.update(split_totals(consumers))
+    return totals
 
 
 def render_table(report: dict[str, Any]) -> Table:
