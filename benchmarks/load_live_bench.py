@@ -29,9 +29,12 @@ from matchcast.testing import Mosquitto, mosquitto_binary
 def _run(url: str, live: str, args: argparse.Namespace, out: Path) -> float:
     argv = [sys.executable, "-m", "matchcast", "load", "--broker", url, "--speed", "max",
             "--matches", str(args.matches), "--duration", str(args.duration),
-            "--live", live, "--report", str(out), *args.extra]  # fmt: skip
+            "--report", str(out)]  # fmt: skip
+    baseline = live == "none" and args.compare is not None
+    argv += ["--no-progress"] if baseline else ["--live", live, *args.extra]
     subprocess.run(
         argv,
+        cwd=args.compare if baseline else Path(__file__).resolve().parent.parent,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**os.environ, "MATCHCAST_BROKER": ""},
@@ -47,6 +50,7 @@ def main() -> None:
     parser.add_argument("--matches", type=int, default=100)
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--extra", action="append", default=[], help="more load arguments")
+    parser.add_argument("--compare", type=Path, help="a checkout to run the other side from")
     args = parser.parse_args()
     binary = mosquitto_binary()
     if binary is None:
@@ -64,7 +68,8 @@ def main() -> None:
     finally:
         broker.stop()
     none, live = statistics.median(rates["none"]), statistics.median(rates["json"])
-    print(f"median events/s sent: --live none {none:,.0f}, --live json {live:,.0f}; "
+    other = f"{args.compare}" if args.compare else "--live none"
+    print(f"median events/s sent: {other} {none:,.0f}, --live json {live:,.0f}; "
           f"ratio {live / none:.3f} (target >= 0.95)")  # fmt: skip
 
 

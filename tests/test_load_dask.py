@@ -128,3 +128,21 @@ def test_a_worker_killed_mid_run_fails_its_shard_and_the_run_says_so(
     assert victim in lost["worker"]
     assert report["per_second_streamed"][0]["live_matches"] == 4  # both shards had streamed
     assert report["sender"]["events_published"] > 0  # shard 0's report, merged
+
+
+@pytest.mark.mosquitto
+@pytest.mark.slow
+def test_a_shard_that_fails_a_check_with_abort_on_fail_stops_every_shard(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    out = tmp_path / "a.json"
+    proc = _load("--broker", mosquitto.url, "--workers", "2", "--matches", "4", "--duration", "60",
+                 "--root", f"mct-da-{tmp_path.name}", "--live", "none", "--check",
+                 "received > 1000000", "--abort-on-fail", "--check-delay", "1",
+                 "--report", str(out))  # fmt: skip
+    _, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 3, stderr
+    report = json.loads(out.read_text())
+    assert report["aborted"]["check"] == "received > 1000000"
+    assert report["sender"]["send_seconds"] < 60  # both shards stopped long before the end
+    assert [s["status"] for s in report["shards"]] == ["ok", "ok"]

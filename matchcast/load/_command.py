@@ -129,7 +129,15 @@ def _on_dask(
     senders = a.shards if a.shards is not None else a.workers
     plans = shard_plans(a, plan, senders, a.probe_workers)
     result: dict[str, Any] = rt.run(
-        lambda: run_on_dask(a.dask, plans, nodes.urls, a.client, sinks, live.checks)
+        lambda: run_on_dask(
+            a.dask,
+            plans,
+            nodes.urls,
+            a.client,
+            sinks,
+            live.checks,
+            (live.abort_on_fail, live.check_delay_s),
+        )
     )
     result["parameters"].update(
         workers=a.workers, probe_workers=a.probe_workers, dask=a.dask, shards=senders

@@ -134,9 +134,19 @@ class _QueueSink:
         await asyncio.to_thread(self._thread.join, 10.0)
 
 
-def run_shard(the_plan: Plan, urls: Sequence[Any], client: Any, index: int, run_id: str) -> Any:
+def run_shard(
+    the_plan: Plan,
+    urls: Sequence[Any],
+    client: Any,
+    index: int,
+    run_id: str,
+    checks: tuple[Check, ...] = (),
+    abort: tuple[bool, float] = (False, 0.0),
+) -> Any:
     """One shard, as a Dask task: connect, say ready, wait for go, run, report. Its logs go
-    to the worker's standard error, warnings and worse."""
+    to the worker's standard error, warnings and worse. With ``abort`` (``--abort-on-fail``,
+    ``--check-delay``) it evaluates ``checks`` each second on its own figures; the first
+    that fails ends it and stops the other shards too."""
     from matchcast.logs import configure_logging  # noqa: PLC0415
 
     configure_logging("json", "WARNING")
@@ -158,7 +168,8 @@ def run_shard(the_plan: Plan, urls: Sequence[Any], client: Any, index: int, run_
 
     options = dataclasses.replace(the_plan.options, start_gate=gate)
     run = LoadRun(options, the_plan.templates, make_factory(client, nodes, the_plan.protocol))
-    session = Session(run, the_plan, LiveOptions(live="none"), [sink], streams=True)
+    live = LiveOptions(live="none", checks=checks, abort_on_fail=abort[0], check_delay_s=abort[1])
+    session = Session(run, the_plan, live, [sink], streams=True)
 
     async def go_run() -> Any:
         loop = asyncio.get_running_loop()
@@ -183,9 +194,12 @@ def run_shard(the_plan: Plan, urls: Sequence[Any], client: Any, index: int, run_
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         try:
-            return await session.go(nodes.keys)
+            report = await session.go(nodes.keys)
         finally:
             done.set()
+        if run.aborted is not None:  # the others stop too
+            await asyncio.to_thread(stop.set)
+        return report
 
     return asyncio.run(go_run())
 
@@ -289,6 +303,7 @@ async def run_on_dask(
     client_kind: Any,
     sinks: Sequence[LiveSink],
     checks: Sequence[Check] = (),
+    abort: tuple[bool, float] = (False, 0.0),
 ) -> dict[str, Any]:
     """Run the shards of ``plans`` on the cluster at ``address`` (None: a local cluster of a
     process a shard): the merged report, with ``shards`` and ``per_second_streamed``.
@@ -345,6 +360,8 @@ async def run_on_dask(
                     client_kind,
                     i,
                     run_id,
+                    tuple(checks),
+                    abort,
                     workers=[worker],
                     allow_other_workers=False,
                     retries=0,
@@ -459,4 +476,5 @@ async def _merged(shards: _Shards, rows: _Rows, interrupted: bool) -> dict[str, 
         for i, (p, w) in enumerate(zip(shards.plans, shards.workers, strict=True))
     ]
     merged["interrupted"] = interrupted or any(r.get("interrupted") for r in reports)
+    merged["aborted"] = next((r["aborted"] for r in reports if r.get("aborted")), None)
     return merged
