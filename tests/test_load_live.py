@@ -316,3 +316,19 @@ def test_a_staged_run_from_the_command_line_shows_live_matches_rise_and_fall(
     assert live[0] < max(live) == 4  # second 0 ramps to 2
     assert report["sender"]["matches_stopped"] == 4  # the fall: each stopped, none left
     assert report["parameters"]["stages"] == "2s:4,1s:4,1s:0"
+
+
+async def test_stop_ends_a_sender_waiting_for_its_next_event_at_once() -> None:
+    """At speed 60 a semi-final waits seconds between events: a stop (Ctrl-C on a Dask shard,
+    an abort) ends the wait rather than the next event."""
+    recorder = Recorder()
+    sender = Sender([TEMPLATE], LoadShape(matches=1, speed=60, tag="wk"), [recorder],
+                    topics=Topics("mct-wake"))  # fmt: skip
+    task = asyncio.ensure_future(sender.run())
+    while not sender.stats.events:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.1)  # it now waits for an event due seconds from now
+    sender.stop()
+    async with asyncio.timeout(30):  # the match has about 95 s to go
+        stats = await task
+    assert stats.matches_completed == 0 and stats.events < len(TEMPLATE)

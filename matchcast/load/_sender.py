@@ -131,6 +131,11 @@ class _Copy:
         return len(self.chaos) if self.chaos is not None else len(self.template)
 
 
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 class Sender:
     """Drives ``shape.matches`` copies of ``templates`` onto ``publishers``.
 
@@ -193,6 +198,7 @@ class Sender:
         #: At max speed, the running matches in turn.
         self._turns: collections.deque[tuple[int, _Copy]] = collections.deque()
         self._stop = False
+        self._sleeping: asyncio.Future[None] | None = None
         #: Under ``--stages``: the running matches, oldest first, and the next slot.
         self._live: list[_Copy] = []
         self._slots = 0
@@ -203,8 +209,22 @@ class Sender:
         self._prepared: dict[int, CopyChaos] = {}
 
     def stop(self) -> None:
-        """Stop sending at the next event."""
+        """Stop sending now: at the next event, or at once if waiting for one."""
         self._stop = True
+        if self._sleeping is not None:
+            _wake(self._sleeping)
+
+    async def _sleep(self, delay: float) -> None:
+        """``asyncio.sleep(delay)`` that :meth:`stop` cuts short (a match at speed 60 can
+        wait seconds for its next event)."""
+        loop = asyncio.get_running_loop()
+        self._sleeping = wake = loop.create_future()
+        timer = loop.call_later(delay, _wake, wake)
+        try:
+            await wake
+        finally:
+            timer.cancel()
+            self._sleeping = None
 
     def _new_copy(self, slot: int, start: float) -> _Copy:
         index = next(self._index)
@@ -456,7 +476,7 @@ class Sender:
             if stop_at is not None and (now >= stop_at or due >= stop_at):
                 break
             if due > now:
-                await asyncio.sleep((min(due, next_adjust) if staged else due) - now)
+                await self._sleep((min(due, next_adjust) if staged else due) - now)
                 since_yield = 0
                 continue
             if not fifo:
