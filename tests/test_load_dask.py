@@ -36,6 +36,7 @@ def test_without_distributed_dask_and_workers_exit_2_naming_the_install(
         ({"dask": "tcp://127.0.0.1:8786"}, "go together"),
         ({"shards": 2}, "go together"),
         ({"dask": "tcp://127.0.0.1:8786", "shards": 2, "workers": 2}, "drop --workers"),
+        ({"workers": 2, "subscriber_stages": "1s:2"}, "runs in one process"),
     ],
 )
 def test_dask_options_that_do_not_go_together_exit_2(given: dict[str, object], needle: str) -> None:
@@ -146,3 +147,20 @@ def test_a_shard_that_fails_a_check_with_abort_on_fail_stops_every_shard(
     assert report["aborted"]["check"] == "received > 1000000"
     assert report["sender"]["send_seconds"] < 60  # both shards stopped long before the end
     assert [s["status"] for s in report["shards"]] == ["ok", "ok"]
+
+
+@pytest.mark.mosquitto
+@pytest.mark.slow
+def test_stages_on_workers_split_each_target_and_every_stop_is_counted(
+    mosquitto: Mosquitto, tmp_path: Path
+) -> None:
+    out = tmp_path / "s.json"
+    proc = _load("--broker", mosquitto.url, "--workers", "2", "--stages", "2s:4,2s:4,1s:0",
+                 "--speed", "600", "--subscribers", "2", "--root", f"mct-ds-{tmp_path.name}",
+                 "--live", "none", "--check", "lost == 0", "--report", str(out))  # fmt: skip
+    _, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 0, stderr
+    report = json.loads(out.read_text())
+    assert [p["matches"] for p in report["parameters"]["merged_from"]] == [2, 2]
+    assert report["sender"]["matches_stopped"] == 4
+    assert max(row["live_matches"] for row in report["per_second"]) == 4

@@ -120,6 +120,12 @@ class LoadArgs:
             raise LoadError("--dask ADDRESS and --shards N go together", 2)
         if self.dask is not None and self.workers > 1:
             raise LoadError("--dask runs its --shards on the cluster's workers: drop --workers", 2)
+        if self.subscriber_stages is not None and (
+            self.dask or self.shard or self.workers > 1 or self.probe_workers
+        ):
+            # A probe that joins knows what its own shard had sent, not the others' matches:
+            # merged, it would owe what went before it listened.
+            raise LoadError("--subscriber-stages runs in one process: drop --workers/--dask", 2)
         if self.subscriber_stages is not None and self.shared_group:
             raise LoadError(
                 "--subscriber-stages and --shared-group do not mix: a group is one consumer", 2
