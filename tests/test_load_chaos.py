@@ -233,7 +233,7 @@ def test_the_command_writes_the_chaos_log_truth_and_report(
     out, log, truth = tmp_path / "r.json", tmp_path / "f.jsonl", tmp_path / "t.json"
     result = CliRunner().invoke(
         app,
-        ["load", "--broker", mosquitto.url, "--matches", "2", "--subscribers", "1",
+        ["load", "--broker", mosquitto.url, "--matches", "2", "--speed", "max", "--subscribers", "1",
          "--qos", "1", "--chaos", "duplicate=0.1,correction=1,restart=40", "--seed", "6",
          "--chaos-log", str(log), "--truth", str(truth), "--report", str(out),
          "--root", f"mctest-load-chaos-{tmp_path.name}", "--no-progress"],

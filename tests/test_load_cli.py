@@ -17,8 +17,8 @@ from rich.console import Console
 
 from events import Topics
 from matchcast.app.retained import find_retained
-from matchcast.cli.load import _failures
 from matchcast.load import CheckError, evaluate_checks, parse_check, render_table
+from matchcast.load import failures as _failures
 from matchcast.testing import Mosquitto
 from matchcast.transport.connection import BrokerURL
 
@@ -146,7 +146,7 @@ def test_a_failed_check_exits_3_and_the_report_holds_every_result(
     mosquitto: Mosquitto, tmp_path: Path
 ) -> None:
     out = tmp_path / "r.json"
-    result = _load("--broker", mosquitto.url, "--matches", "2", "--root", f"mct-{tmp_path.name}",
+    result = _load("--broker", mosquitto.url, "--matches", "2", "--speed", "max", "--root", f"mct-{tmp_path.name}",
                    "--check", "lost == 0", "--check", "p50 < 0.001us", "--report", str(out))  # fmt: skip
     assert result.returncode == 3, result.stderr
     assert "failed: --check p50 < 0.001us" in result.stderr
@@ -155,7 +155,7 @@ def test_a_failed_check_exits_3_and_the_report_holds_every_result(
         ("lost == 0", True),
         ("p50 < 0.001us", False),
     ]
-    passing = _load("--broker", mosquitto.url, "--matches", "2", "--root", f"mct2-{tmp_path.name}",
+    passing = _load("--broker", mosquitto.url, "--matches", "2", "--speed", "max", "--root", f"mct2-{tmp_path.name}",
                     "--check", "lost == 0", "--check", f"received == {2 * N}")  # fmt: skip
     assert passing.returncode == 0, passing.stderr
 
@@ -298,11 +298,11 @@ def test_load_clears_its_retained_states_at_the_end_unless_keep(
         found = asyncio.run(find_retained(url, topics))
         return sorted(t.match_id or "" for t in found if t.kind == "state")
 
-    kept = _load("--broker", mosquitto.url, "--matches", "2", "--root", topics.root,
+    kept = _load("--broker", mosquitto.url, "--matches", "2", "--speed", "max", "--root", topics.root,
                  "--tag", "keep", "--keep")  # fmt: skip
     assert kept.returncode == 0, kept.stderr
     assert len(states()) == 2
-    cleared = _load("--broker", mosquitto.url, "--matches", "3", "--root", topics.root,
+    cleared = _load("--broker", mosquitto.url, "--matches", "3", "--speed", "max", "--root", topics.root,
                     "--tag", "gone")  # fmt: skip
     assert cleared.returncode == 0, cleared.stderr
     assert "cleared 3 retained topic(s) of this run" in cleared.stderr

@@ -16,7 +16,6 @@ import pytest
 from rich.console import Console
 
 from events import Topics
-from matchcast.cli.load import _failures
 from matchcast.load import (
     REPORT_FORMAT,
     LoadOptions,
@@ -30,6 +29,7 @@ from matchcast.load import (
     render_table,
     write_chart,
 )
+from matchcast.load import failures as _failures
 from matchcast.testing import Mosquitto
 from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
@@ -111,7 +111,7 @@ def test_workers_and_merge_from_the_command_line(mosquitto: Mosquitto, tmp_path:
 
     root = f"mctest-workers-{tmp_path.name}"
     out = tmp_path / "w.json"
-    r = matchcast("--workers", "2", "--matches", "3", "--subscribers", "2", "--qos", "1",
+    r = matchcast("--workers", "2", "--matches", "3", "--speed", "max", "--subscribers", "2", "--qos", "1",
                   "--root", root, "--no-progress", "--report", str(out))  # fmt: skip
     assert r.returncode == 0, r.stderr
     report = json.loads(out.read_text())
@@ -125,7 +125,7 @@ def test_workers_and_merge_from_the_command_line(mosquitto: Mosquitto, tmp_path:
 
     # Probes in a process of their own, as mosquitto_pub and mosquitto_sub are two processes.
     split = tmp_path / "split.json"
-    r = matchcast("--workers", "2", "--probe-workers", "1", "--matches", "3", "--subscribers",
+    r = matchcast("--workers", "2", "--probe-workers", "1", "--matches", "3", "--speed", "max", "--subscribers",
                   "2", "--qos", "1", "--root", root + "-split", "--no-progress", "--report",
                   str(split))  # fmt: skip
     assert r.returncode == 0, r.stderr

@@ -17,8 +17,14 @@ from typing import Any
 import pytest
 
 from events import ConnectionLostError, Message, MessageProps, Topics
-from matchcast.cli.load import nothing_delivered
-from matchcast.load import LoadOptions, LoadRun, LoadShape, MatchTemplate, build_report
+from matchcast.load import (
+    LoadOptions,
+    LoadRun,
+    LoadShape,
+    MatchTemplate,
+    build_report,
+    nothing_delivered,
+)
 from matchcast.testbroker import Mosquitto, mosquitto_binary
 from matchcast.transport.connection import BrokerURL
 from simulator import resolve_matches

@@ -152,7 +152,7 @@ def test_consume_and_load_verify_state_from_the_command_line(
                 break
         out = tmp_path / "r.json"
         load = subprocess.run(
-            [sys.executable, "-m", "matchcast", "load", "--matches", "2", "--qos", "1",
+            [sys.executable, "-m", "matchcast", "load", "--matches", "2", "--speed", "max", "--qos", "1",
              "--root", root, "--verify-state", "--expect-consumer", "c1", "--no-progress",
              "--report", str(out)],
             capture_output=True, text=True, env=env, timeout=120, check=False,

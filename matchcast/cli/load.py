@@ -1,31 +1,20 @@
-"""``matchcast load``: drive many matches onto a broker and measure what subscribers receive."""
+"""``matchcast load``, ``load merge`` and ``load-consumer``: their options, read and checked.
+
+What a run does is :mod:`matchcast.load`'s (:func:`matchcast.load.execute`): this module reads
+the options, builds a :class:`~matchcast.load.LoadArgs` and a plan, and calls it.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import csv
-import io
-import json
-import os
-import sys
-import time
-import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
+from rich.console import Console
 from rich.markup import escape
 
-from events import LOAD_ROOT, BrokerError, Topics, quote
-from matchcast.cli.chaos import (
-    parse_chaos,
-    write_chaos_log,
-    write_truth,
-)
+from events import LOAD_ROOT
+from matchcast.cli.chaos import parse_chaos, write_chaos_log, write_truth
 from matchcast.cli.common import CommandExit, fail, setup_logs
 from matchcast.cli.common import run as run_command
 from matchcast.cli.options import (
@@ -59,14 +48,9 @@ from matchcast.cli.options import (
     rare,
     whole,
 )
-from matchcast.load._nodes import NodeAssigner
-from matchcast.redact import redact, redact_argv, redact_data, write_private
+from matchcast.load import LoadError, make_factory, nothing_delivered
 from matchcast.transport.clients import ClientKind
-from matchcast.transport.connection import ENV_PASSWORD
 from simulator import ChaosSpec, ChaosSpecError
-
-#: What a worker started with ``--start-on-go`` prints once it is connected and subscribed.
-READY_LINE = "matchcast-load-ready"
 
 __all__ = ["make_factory", "nothing_delivered", "register"]
 
@@ -98,64 +82,6 @@ _ChartOpt = Annotated[
 ]
 
 
-def make_factory(kind: ClientKind, brokers: Any, protocol: str = "auto") -> Any:
-    """A :data:`~matchcast.load.ClientFactory` for ``kind``, each connection to the next node
-    of its role: ``brokers`` is a :class:`NodeAssigner`, a list of broker URLs, or one."""
-    from matchcast.transport.connection import BrokerURL  # noqa: PLC0415
-
-    if isinstance(brokers, NodeAssigner):
-        nodes = brokers
-    else:
-        nodes = NodeAssigner((brokers,) if isinstance(brokers, BrokerURL) else tuple(brokers))
-    if kind is ClientKind.fast:
-        from matchcast.transport.fastmqtt import FastClient  # noqa: PLC0415
-
-        def fast(client_id: str, role: str) -> AbstractAsyncContextManager[Any]:
-            # Its node first, then the others it fails over to.
-            return FastClient(nodes.assign(role), client_id=client_id, protocol=protocol)  # type: ignore[arg-type]
-
-        return fast
-    from matchcast.transport.mqtt import MqttClient  # noqa: PLC0415
-
-    def slow(client_id: str, role: str) -> AbstractAsyncContextManager[Any]:
-        url = nodes.assign(role)
-        # paho does not hold its QoS 2 publishes to the broker's receive maximum (mosquitto's
-        # is 20): the broker refuses the excess in PUBREC, and aiomqtt reports success.
-        # Measured here: with 1000 in flight 20 of 424 QoS 2 events arrived, with 20 all.
-        # paho's own default of 20 it is; the load sender's window queues the rest.
-        return MqttClient(url, client_id=client_id, max_inflight=20, protocol=protocol)  # type: ignore[arg-type]
-
-    return slow
-
-
-@contextlib.contextmanager
-def _spawned(spawn: bool) -> Iterator[str | None]:
-    if not spawn:
-        yield None
-        return
-    from matchcast.testing import Mosquitto, mosquitto_binary  # noqa: PLC0415
-
-    binary = mosquitto_binary()
-    if binary is None:
-        raise typer.BadParameter("--spawn-mosquitto: mosquitto is not installed")
-    broker = Mosquitto(binary, extra=["max_queued_messages 1000000"]).start()
-    try:
-        yield broker.url
-    finally:
-        broker.stop()
-
-
-def write_csv(path: Path, report: dict[str, Any]) -> None:
-    """The per-second series of ``report`` as CSV (owner-only, like the report)."""
-    rows = report["per_second"]
-    out = io.StringIO(newline="")
-    if rows:
-        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    write_private(path, redact(out.getvalue()))
-
-
 def load(
     specs: Annotated[
         list[str] | None,
@@ -166,9 +92,16 @@ def load(
         ),
     ] = None,
     matches: Annotated[
-        int,
-        typer.Option("--matches", "-k", parser=whole(1), metavar="K", help="Concurrent matches."),
-    ] = 10,
+        int | None,
+        typer.Option(
+            "--matches",
+            "-k",
+            parser=whole(1),
+            metavar="K",
+            help="Concurrent matches (default 10).",
+            show_default=False,
+        ),
+    ] = None,
     subscribers: Annotated[
         int,
         typer.Option(
@@ -179,7 +112,7 @@ def load(
             help="Probe subscriber connections.",
         ),
     ] = 1,
-    speed: LoadSpeedOpt = "max",
+    speed: LoadSpeedOpt = None,
     rate: Annotated[
         float | None,
         typer.Option(
@@ -196,6 +129,25 @@ def load(
             parser=number(0.1),
             metavar="SECONDS",
             help="Send for this long, replacing finished matches.",
+        ),
+    ] = None,
+    stages: Annotated[
+        str | None,
+        typer.Option(
+            "--stages",
+            metavar="D:N,...",
+            help="Live matches over time, ramped linearly to each target: 30s:100,5m:1000,30s:0 "
+            "(replaces --matches, --ramp, --duration).",
+            rich_help_panel=_SHAPE,
+        ),
+    ] = None,
+    subscriber_stages: Annotated[
+        str | None,
+        typer.Option(
+            "--subscriber-stages",
+            metavar="D:N,...",
+            help="Probe subscribers over time, as --stages (replaces --subscribers).",
+            **rare(_SHAPE),
         ),
     ] = None,
     broker: LoadBrokerOpt = None,
@@ -216,7 +168,7 @@ def load(
     protocol: ProtocolOpt = "auto",
     root: RootOpt = LOAD_ROOT,
     ramp: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--ramp",
             parser=number(0, 86_400),  # finite: 'inf' ended the run with an IndexError
@@ -224,7 +176,7 @@ def load(
             help="Start the matches over this many seconds.",
             **rare(_SHAPE),
         ),
-    ] = 0.0,
+    ] = None,
     payload_size: Annotated[
         int,
         typer.Option(
@@ -278,6 +230,24 @@ def load(
             "publish_failures overruns, delivered_rate achieved_rate (events/s)."
         ),
     ] = None,
+    abort_on_fail: Annotated[
+        bool,
+        typer.Option(
+            "--abort-on-fail",
+            help="End the run at the first --check that fails on the figures so far (exit 3).",
+            rich_help_panel=_CHECKS,
+        ),
+    ] = False,
+    check_delay: Annotated[
+        float,
+        typer.Option(
+            "--check-delay",
+            parser=number(0, 86_400),
+            metavar="SECONDS",
+            help="Warm-up before --abort-on-fail looks at the checks.",
+            **rare(_CHECKS),
+        ),
+    ] = 0.0,
     verify_state: Annotated[
         bool,
         typer.Option(
@@ -377,15 +347,25 @@ def load(
     probe_only: Annotated[
         bool, typer.Option("--probe-only", hidden=True, help="This shard only probes.")
     ] = False,
-    start_on_go: Annotated[
-        bool,
+    dask: Annotated[
+        str | None,
         typer.Option(
-            "--start-on-go",
-            hidden=True,
-            help=f"Once connected and subscribed, print {READY_LINE!r} and wait for 'go' on "
-            "standard input (how --workers starts its processes together).",
+            "--dask",
+            metavar="ADDRESS",
+            help="Run --shards N as tasks on this Dask scheduler (tcp://host:8786), one a worker.",
+            **rare(_SCALE),
         ),
-    ] = False,
+    ] = None,
+    shards: Annotated[
+        int | None,
+        typer.Option(
+            "--shards",
+            parser=whole(1),
+            metavar="N",
+            help="Shards of the run on --dask.",
+            **rare(_SCALE),
+        ),
+    ] = None,
     chaos: ChaosOpt = None,
     seed: SeedOpt = 0,
     chaos_log: ChaosLogOpt = None,
@@ -393,9 +373,18 @@ def load(
     report: Annotated[Path | None, _report_option("Write every figure to this JSON file.")] = None,
     csv_path: _CsvOpt = None,
     chart: _ChartOpt = None,
+    live: Annotated[
+        str,
+        typer.Option(
+            "--live",
+            metavar="terminal|json|none",
+            help="Figures each second: a line on a terminal, or a JSON line on standard output.",
+            rich_help_panel=_OUT,
+        ),
+    ] = "terminal",
     progress: Annotated[
         bool,
-        typer.Option("--progress/--no-progress", help="Live view (on a terminal).", **rare(_OUT)),
+        typer.Option("--progress/--no-progress", help="Live line (on a terminal).", **rare(_OUT)),
     ] = True,
     keep: Annotated[
         bool,
@@ -416,342 +405,120 @@ def load(
     checks = _checks(check)
     _chart_ready(chart)
     if specs and specs[0] == "merge":
-        _merge([Path(f) for f in specs[1:]], report, csv_path, chart, checks)
+        _merged([Path(f) for f in specs[1:]], report, csv_path, chart, checks)
         return
-    args = _LoadArgs(
-        specs=specs,
-        broker=broker,
-        tls=(ca_file, cert_file, key_file, tls_insecure),
-        spawn_mosquitto=spawn_mosquitto,
-        matches=matches,
-        subscribers=subscribers,
-        shared_group=shared_group,
-        speed=speed,
-        rate=rate,
-        ramp=ramp,
-        duration=duration,
-        qos=qos,
-        payload_size=payload_size,
-        states=states,
-        publishers=publishers,
-        max_inflight=max_inflight,
-        overrun_ms=overrun_ms,
-        drain_idle=drain_idle,
-        client=client,
-        root=root,
-        verify_state=verify_state,
-        expect_consumer=tuple(expect_consumer or ()),
-        verify_timeout=verify_timeout,
-        workers=workers,
-        probe_workers=probe_workers,
-        probe_only=probe_only,
-        shard=shard,
-        start_at=start_at,
-        start_on_go=start_on_go,
-        tag=tag,
-        progress=progress,
-        keep=keep,
-        chaos=chaos,
-        seed=seed,
-        chaos_log=chaos_log,
-        truth=truth,
-        protocol=protocol,
+    if live not in ("terminal", "json", "none"):
+        fail(f"--live {live!r}: terminal, json or none", 2)
+    args = _args(locals())
+    console = Console(stderr=True)
+    try:
+        args = args.honest()
+        plan = _plan(args)
+        result, run = _execute(args, plan, console, live, checks, abort_on_fail, check_delay)
+        if run is not None:
+            _write_ground_truth(run, plan.chaos, seed, chaos_log, truth)
+        out = Console(stderr=live == "json")
+        failures = output(result, out, report=report, csv_path=csv_path, chart=chart)
+    except LoadError as err:
+        _end(err)
+    _exit(result, failures)
+
+
+def _args(given: dict[str, Any]) -> Any:
+    """The options of ``load`` (its local names) as :class:`~matchcast.load.LoadArgs`."""
+    from matchcast.load import LoadArgs  # noqa: PLC0415
+
+    names = set(LoadArgs.__dataclass_fields__) - {"parsed_stages", "parsed_subscriber_stages"}
+    values = {name: given[name] for name in names if name in given}
+    a, b, c, d = given["ca_file"], given["cert_file"], given["key_file"], given["tls_insecure"]
+    values.update(
+        tls=(a, b, c, d),
+        expect_consumer=tuple(given["expect_consumer"] or ()),
+        progress=given["progress"] and given["live"] == "terminal",
     )
-    plan = _plan(args)
-    result = _run_load(args, plan)
-    _output(result, report, csv_path, chart, checks)
+    return LoadArgs(**values)
+
+
+def _plan(args: Any) -> Any:
+    """Read what the command module reads (sources, topics, speed, chaos, protocol) and plan."""
+    from matchcast.load import plan  # noqa: PLC0415
+
+    sources = [m for spec in (args.specs or [None]) for m in load_matches(spec)]
+    return plan(
+        args,
+        sources=sources,
+        topics=parse_topics(args.root),
+        speed=parse_speed(args.speed),
+        chaos=_chaos_options(args.chaos, args.chaos_log, args.truth, args.in_workers),
+        protocol=parse_protocol(args.protocol),
+    )
+
+
+def _execute(
+    args: Any,
+    plan: Any,
+    console: Console,
+    live: str,
+    checks: list[Any],
+    abort_on_fail: bool,
+    check_delay: float,
+) -> tuple[dict[str, Any], Any]:
+    from matchcast.load import LiveOptions, Runtime, execute  # noqa: PLC0415
+
+    def brokers(text: str | None) -> Any:
+        return connection_options(text, *args.tls)
+
+    runtime = Runtime(run=run_command, console=console, brokers=brokers)
+    options = LiveOptions(
+        live=live if args.progress or live != "terminal" else "none",
+        checks=tuple(checks),
+        check_delay_s=check_delay,
+        abort_on_fail=abort_on_fail,
+    )
+    return execute(args, plan, runtime, options)
+
+
+def _end(err: LoadError) -> NoReturn:
+    if err.message:
+        fail(err.message, err.code)
+    raise CommandExit(err.code)
+
+
+def _exit(result: dict[str, Any], failures: list[str]) -> None:
+    """Exit 130 after Ctrl-C, 3 with the reasons when the run failed."""
     if result.get("interrupted"):
         raise CommandExit(130)
+    if failures:
+        stderr = Console(stderr=True, highlight=False)
+        for line in failures:
+            stderr.print(f"[bold red]failed:[/] {escape(line)}")
+        raise typer.Exit(3)
 
 
-@dataclass(frozen=True)
-class _LoadArgs:
-    """The options of one ``matchcast load`` as given (its outputs aside), built once."""
-
-    specs: list[str] | None
-    broker: str | None
-    tls: tuple[Path | None, Path | None, Path | None, bool]
-    spawn_mosquitto: bool
-    matches: int
-    subscribers: int
-    shared_group: str | None
-    speed: str
-    rate: float | None
-    ramp: float
-    duration: float | None
-    qos: int
-    payload_size: int
-    states: bool
-    publishers: int
-    max_inflight: int
-    overrun_ms: float
-    drain_idle: float
-    client: ClientKind
-    root: str
-    verify_state: bool
-    expect_consumer: tuple[str, ...]
-    verify_timeout: float
-    workers: int
-    probe_workers: int
-    probe_only: bool
-    shard: str | None
-    start_at: float | None
-    start_on_go: bool
-    tag: str | None
-    progress: bool
-    keep: bool
-    chaos: str | None
-    seed: int
-    chaos_log: Path | None
-    truth: Path | None
-    protocol: str
-
-    @property
-    def in_workers(self) -> bool:
-        """Whether this process runs worker processes (``--workers``, ``--probe-workers``)."""
-        return self.workers > 1 or self.probe_workers > 0
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """What the options of a load run mean for this process, checked: its share of the
-    matches and probes (a shard's, or all), and the run's LoadOptions and report parameters."""
-
-    topics: Topics
-    protocol: str
-    chaos: ChaosSpec | None
-    shard: tuple[int, int] | None
-    tag: str
-    templates: list[Any]
-    options: Any  # matchcast.load.LoadOptions, imported when a run starts
-    parameters: dict[str, Any]
-
-
-def _plan(a: _LoadArgs) -> _Plan:
-    """Check the options (a bad one ends the command, exit 2) and work out this process's run."""
-    from matchcast.load import LoadOptions, LoadShape, MatchTemplate  # noqa: PLC0415
-
-    topics, spd, chaos_spec = (
-        parse_topics(a.root),
-        parse_speed(a.speed),
-        _chaos_options(a.chaos, a.chaos_log, a.truth, a.in_workers),
-    )
-    checked_protocol = parse_protocol(a.protocol)
-    if a.shared_group is not None and (
-        not a.shared_group or any(c in a.shared_group for c in "/+#")
-    ):
-        fail(f"--shared-group {quote(a.shared_group)} must be a name without / + #", 2)
-    the_shard = _parse_shard(a.shard) if a.shard else None
-    if the_shard is not None and (a.workers > 1 or a.probe_workers):
-        fail("--workers/--probe-workers and --shard do not mix: they run the shards themselves", 2)
-    sources = [m for spec in (a.specs or [None]) for m in load_matches(spec)]  # type: ignore[list-item]
-    run_tag = a.tag or uuid.uuid4().hex[:4]
-    my_matches, my_subscribers = _share(a, the_shard)
-    shape = LoadShape(
-        matches=my_matches,
-        speed=spd,
-        rate=a.rate,
-        ramp_s=a.ramp,
-        duration_s=a.duration,
-        qos=a.qos,
-        payload_size=a.payload_size,
-        states=a.states,
-        tag=run_tag,
-        total_matches=a.matches,
-    )
-    options = LoadOptions(
-        shape=shape,
-        topics=topics,
-        subscribers=my_subscribers,
-        shared_group=a.shared_group,
-        publishers=0 if a.probe_only else a.publishers,
-        max_inflight=a.max_inflight,
-        overrun_ms=a.overrun_ms,
-        drain_idle_s=a.drain_idle,
-        verify_state=a.verify_state,
-        verify_timeout_s=a.verify_timeout,
-        expect_consumers=a.expect_consumer,
-        shard=the_shard,
-        start_at=a.start_at,
-        start_gate=_ready_then_wait_for_go if a.start_on_go else None,
-        chaos=chaos_spec,
-        seed=a.seed,
-    )
-    parameters = {
-        "matches": my_matches,
-        "total_matches": a.matches,
-        "sources": [m.match_id for m in sources],
-        "subscribers": my_subscribers,
-        "shared_group": a.shared_group,
-        "speed": a.speed,
-        "rate": a.rate,
-        "ramp_s": a.ramp,
-        "duration_s": a.duration,
-        "qos": a.qos,
-        "payload_size": a.payload_size,
-        "states": a.states,
-        "publishers": a.publishers,
-        "max_inflight": a.max_inflight,
-        "overrun_ms": a.overrun_ms,
-        "client": a.client.value,
-        "root": topics.root,
-        "tag": run_tag,
-        "shard": a.shard,
-        "start_at": a.start_at,
-        "workers": a.workers,
-        "chaos": str(chaos_spec) if chaos_spec is not None else None,
-        "seed": a.seed if chaos_spec is not None else None,
-        "argv": redact_argv(sys.argv[1:]),
-    }
-    return _Plan(
-        topics=topics,
-        protocol=checked_protocol,
-        chaos=chaos_spec,
-        shard=the_shard,
-        tag=run_tag,
-        templates=[MatchTemplate.build(m) for m in sources],
-        options=options,
-        parameters=parameters,
-    )
-
-
-def _share(a: _LoadArgs, shard: tuple[int, int] | None) -> tuple[int, int]:
-    """The matches and probe subscribers of this process: all, or shard i of n's slice."""
-    if a.probe_only and shard is None:
-        fail("--probe-only goes with --shard i/n (--probe-workers sets both)", 2)
-    if shard is None:
-        return a.matches, a.subscribers
-    i, n = shard
-    my_matches = 0 if a.probe_only else len(range(i, a.matches, n))
-    if my_matches == 0 and not a.probe_only:
-        fail(f"--shard {a.shard}: no match falls to this shard with --matches {a.matches}", 2)
-    return my_matches, a.subscribers // n + (1 if i < a.subscribers % n else 0)
-
-
-def _run_load(a: _LoadArgs, plan: _Plan) -> dict[str, Any]:
-    """Run the load here or in worker processes, against the brokers given or a mosquitto of
-    its own; the report, this run's retained topics cleared unless kept."""
-    from rich.console import Console  # noqa: PLC0415
-
-    from matchcast.load import LoadRun  # noqa: PLC0415
-
-    console = Console(stderr=True)
-    with _spawned(a.spawn_mosquitto) as spawned_url:
-        # Shards start their round-robin on different nodes, so one publisher each spreads.
-        nodes = _nodes(spawned_url or a.broker, a.tls, offset=plan.shard[0] if plan.shard else 0)
-        plan.parameters.update(broker=nodes.listed, protocol=plan.protocol)
-        if a.in_workers:
-            result = _run_workers(
-                _shards(a.workers, a.probe_workers, a.subscribers),
-                _worker_args(a, plan, nodes.listed),
-                console,
-                nodes.urls[0].password,
-            )
-            result["parameters"].update(workers=a.workers, probe_workers=a.probe_workers)
-        else:
-            factory = make_factory(a.client, nodes, plan.protocol)
-            run = LoadRun(plan.options, plan.templates, factory)
-            result = _run_here(
-                run,
-                plan.parameters,
-                console,
-                a.progress,
-                streams=plan.shard is not None,
-                nodes=nodes.keys,
-            )
-            _write_ground_truth(run, plan.chaos, a.seed, a.chaos_log, a.truth)
-        # A spawned broker goes with its states; shards and workers: the one that merges.
-        _clear_own(
-            nodes.urls,
-            plan.topics,
-            plan.tag,
-            console,
-            keep=a.keep or bool(spawned_url or plan.shard),
-        )
-    return result
-
-
-def _worker_args(a: _LoadArgs, plan: _Plan, brokers: str) -> list[str]:
-    """The arguments every worker process shares (each adds its shard's own)."""
-    child = [
-        *(a.specs or []),
-        # The password goes to the workers in their environment, never in arguments
-        # (ps shows those): the list is written without it.
-        *("--broker", brokers, "--matches", str(a.matches)),
-        *("--protocol", plan.protocol),
-        *("--speed", a.speed, "--ramp", str(a.ramp)),
-        *("--qos", str(a.qos), "--payload-size", str(a.payload_size)),
-        "--states" if a.states else "--no-states",
-        *("--publishers", str(a.publishers), "--max-inflight", str(a.max_inflight)),
-        *("--overrun-ms", str(a.overrun_ms), "--drain-idle", str(a.drain_idle)),
-        *("--client", a.client.value, "--root", plan.topics.root, "--tag", plan.tag),
-        *("--verify-timeout", str(a.verify_timeout), "--no-progress", "--keep"),
-        *(("--rate", str(a.rate)) if a.rate is not None else ()),
-        *(("--duration", str(a.duration)) if a.duration is not None else ()),
-        *(("--shared-group", a.shared_group) if a.shared_group else ()),
-        *(("--verify-state",) if a.verify_state else ()),
-        *(x for c in a.expect_consumer for x in ("--expect-consumer", c)),
-        *(("--chaos", str(plan.chaos), "--seed", str(a.seed)) if plan.chaos else ()),
-    ]
-    # Every worker must be connected and subscribed before any sends: each says so,
-    # and all are told to go at once (a fixed start time was missed under load).
-    return [*child, "--start-on-go", *(("--start-at", repr(a.start_at)) if a.start_at else ())]
-
-
-def _clear_own(url: Any, topics: Any, tag: str, console: Any, *, keep: bool) -> None:
-    """Remove the retained states (and consumer reports) of this run's matches, whose ids
-    hold ``-{tag}-``, so runs do not pile them up on the broker; a failure only warns."""
-    if keep:
-        return
-    from matchcast.app.retained import clear_retained, find_retained  # noqa: PLC0415
-
-    async def go() -> int:
-        own = await find_retained(url, topics, select=lambda match_id: f"-{tag}-" in match_id)
-        return await clear_retained(url, own)
+def _merged(
+    files: list[Path],
+    report: Path | None,
+    csv_path: Path | None,
+    chart: Path | None,
+    checks: list[Any],
+) -> None:
+    from matchcast.load import evaluate_checks, merge_files  # noqa: PLC0415
 
     try:
-        cleared = run_command(go)
-    except CommandExit:
-        console.print("could not clear this run's retained topics: `matchcast clear` does")
-        return
-    console.print(f"cleared {cleared} retained topic(s) of this run (--keep leaves them)")
+        merged = merge_files(files)
+        if checks:
+            merged["checks"] = evaluate_checks(checks, merged)
+        failures = output(merged, Console(), report=report, csv_path=csv_path, chart=chart)
+    except LoadError as err:
+        _end(err)
+    _exit(merged, failures)
 
 
-def _run_here(
-    run: Any,
-    parameters: dict[str, Any],
-    console: Any,
-    progress: bool,
-    *,
-    streams: bool,
-    nodes: tuple[str, ...],
-) -> dict[str, Any]:
-    """Run ``run`` in this process; its report, marked ``interrupted`` after Ctrl-C."""
-    from matchcast.load import build_report  # noqa: PLC0415
+def output(result: dict[str, Any], console: Console, **files: Path | None) -> list[str]:
+    """:func:`matchcast.load.output`, imported when a run ends."""
+    from matchcast.load import output as write_output  # noqa: PLC0415
 
-    interrupted = run_command(lambda: _interruptible(run, console, progress))
-    if interrupted and run.sender is None:
-        console.print("interrupted before the first event was sent", markup=False)
-        raise CommandExit(130)
-    result = build_report(run, parameters, streams=streams, nodes=nodes)
-    result["interrupted"] = interrupted
-    return result
-
-
-async def _interruptible(run: Any, console: Any, progress: bool) -> bool:
-    """Run ``run``; True if Ctrl-C (or SIGTERM) cut it short, so what it measured so far is
-    still reported."""
-    import asyncio  # noqa: PLC0415
-
-    try:
-        async with _live(run, console, progress and console.is_terminal):
-            await run.run()
-    except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is None or task.uncancel() > 0:
-            raise
-        return True
-    return False
+    return write_output(result, console, **files)
 
 
 def _checks(texts: list[str] | None) -> list[Any]:
@@ -803,289 +570,6 @@ def _write_ground_truth(
             for m, template in stats.templates.items()
         }
         write_truth(truth, states, spec, seed)
-
-
-def _nodes(
-    broker: str | None, tls: tuple[Path | None, Path | None, Path | None, bool], *, offset: int
-) -> NodeAssigner:
-    """The brokers of ``--broker`` (one or a list), to assign connections to round-robin."""
-    url = connection_options(broker, *tls)
-    if url is None:
-        msg = "matchcast load needs --broker URL (or $MATCHCAST_BROKER, or --spawn-mosquitto)"
-        fail(msg, 2)
-    return NodeAssigner(url, offset=offset)
-
-
-def _parse_shard(text: str) -> tuple[int, int]:
-    i, sep, n = text.partition("/")
-    try:
-        shard = (int(i), int(n))
-    except ValueError:
-        shard = (-1, 0)
-    if not sep or not 0 <= shard[0] < shard[1]:
-        fail(f"--shard must be i/n with 0 <= i < n, e.g. 0/4, not {quote(text)}", 2)
-    return shard
-
-
-def _shards(workers: int, probe_workers: int, subscribers: int) -> list[list[str]]:
-    """Each worker process's own arguments: shards that send and probe; or, with
-    ``probe_workers``, senders without probes followed by probes that send nothing."""
-    if not probe_workers:
-        return [
-            ["--subscribers", str(subscribers), "--shard", f"{i}/{workers}"] for i in range(workers)
-        ]
-    senders = [["--subscribers", "0", "--shard", f"{i}/{workers}"] for i in range(workers)]
-    probes = [
-        ["--subscribers", str(subscribers), "--shard", f"{j}/{probe_workers}", "--probe-only"]
-        for j in range(probe_workers)
-    ]
-    return senders + probes
-
-
-#: How long the workers of one run may take to connect and subscribe, all together.
-_READY_TIMEOUT_S = 120.0
-
-
-async def _ready_then_wait_for_go() -> None:
-    """Tell the parent this worker listens; send nothing until it says go."""
-    sys.stdout.write(READY_LINE + "\n")
-    sys.stdout.flush()
-    line = await asyncio.to_thread(sys.stdin.readline)
-    if line.strip() != "go":
-        raise BrokerError("load", "the parent process went away before the start")
-
-
-def _start_together(procs: list[Any]) -> None:
-    """Wait until every worker printed READY_LINE, then tell them all to go.
-
-    A worker's standard output is read to its end on a thread of its own, so a worker that
-    prints more can never block on a full pipe.
-    """
-    import threading  # noqa: PLC0415
-
-    ready = [threading.Event() for _ in procs]
-
-    def watch(proc: Any, flag: threading.Event) -> None:
-        for raw in proc.stdout:
-            if raw.strip() == READY_LINE.encode():
-                flag.set()
-        flag.set()  # ended without being ready: the exit code says why
-
-    for proc, flag in zip(procs, ready, strict=True):
-        threading.Thread(target=watch, args=(proc, flag), daemon=True).start()
-    deadline = time.monotonic() + _READY_TIMEOUT_S
-    for flag in ready:
-        flag.wait(max(0.0, deadline - time.monotonic()))
-    early = [(i, p.poll()) for i, p in enumerate(procs) if p.poll() is not None]
-    late = [i for i, f in enumerate(ready) if not f.is_set()]
-    if early or late:
-        for p in procs:
-            p.kill()
-        why = [f"shard {i} exited {c} before it was ready" for i, c in early] + [
-            f"shard {i} not connected after {_READY_TIMEOUT_S:.0f}s" for i in late
-        ]
-        fail(f"worker(s) failed to start: {', '.join(why)}")
-    for p in procs:
-        with contextlib.suppress(OSError):
-            p.stdin.write(b"go\n")
-            p.stdin.close()
-
-
-def _run_workers(
-    shards: list[list[str]], child: list[str], console: Any, password: str | None = None
-) -> dict[str, Any]:
-    """Run one process of this machine per shard (``child`` + its own arguments), start them
-    together once all are ready; merge their reports. The broker ``password`` reaches them in
-    their environment."""
-    import subprocess  # noqa: PLC0415
-    import tempfile  # noqa: PLC0415
-
-    from matchcast.load import MergeError, merge_reports, read_reports  # noqa: PLC0415
-
-    env = {**os.environ, ENV_PASSWORD: password} if password else None
-    with tempfile.TemporaryDirectory(prefix="mc-load-") as tmp:
-        paths = [Path(tmp) / f"shard-{i}.json" for i in range(len(shards))]
-        procs = [
-            subprocess.Popen(  # noqa: S603
-                [
-                    sys.executable,
-                    "-m",
-                    "matchcast",
-                    "load",
-                    *child,
-                    *own,
-                    "--report",
-                    str(path),
-                    "--log-format",
-                    "json",
-                ],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env=env,
-            )
-            for own, path in zip(shards, paths, strict=True)
-        ]
-        console.print(f"[dim]{len(shards)} workers running: pids {[p.pid for p in procs]}[/]")
-        try:
-            _start_together(procs)
-        except KeyboardInterrupt:  # before any sent: nothing measured, nothing to merge
-            for proc in procs:
-                if proc.stdin is not None:
-                    with contextlib.suppress(OSError):
-                        proc.stdin.close()  # a worker waiting for its go stops waiting
-                proc.wait()
-            raise CommandExit(130) from None
-        # Ctrl-C reaches the workers too (one process group): each reports what it measured
-        # and exits 130; wait for them and merge those reports, marked interrupted.
-        interrupted = False
-        codes = []
-        for proc in procs:
-            while True:
-                try:
-                    codes.append(proc.wait())
-                    break
-                except KeyboardInterrupt:
-                    interrupted = True
-        ok = (0, 3, 130) if interrupted else (0, 3)
-        bad = [(i, c) for i, c in enumerate(codes) if c not in ok]
-        if bad:
-            fail(f"worker(s) failed: {', '.join(f'shard {i} exit {c}' for i, c in bad)}")
-        try:
-            reports = read_reports([p for p in paths if p.exists()])
-            if not reports:
-                console.print("interrupted before the first event was sent", markup=False)
-                raise CommandExit(130)
-            merged = merge_reports(reports)
-        except MergeError as err:
-            fail(f"cannot merge the workers' reports: {err}")
-        merged["interrupted"] = interrupted or any(r.get("interrupted") for r in reports)
-        return merged
-
-
-def _merge(
-    files: list[Path],
-    report: Path | None,
-    csv_path: Path | None,
-    chart: Path | None,
-    checks: list[Any],
-) -> None:
-    from matchcast.load import MergeError, merge_reports, read_reports  # noqa: PLC0415
-
-    if not files:
-        fail("matchcast load merge needs report files: merge a.json b.json --report all.json", 2)
-    try:
-        merged = merge_reports(read_reports(files))
-    except MergeError as err:
-        fail(f"cannot merge: {err}", 2)
-    _output(merged, report, csv_path, chart, checks)
-
-
-def _output(
-    result: dict[str, Any],
-    report: Path | None,
-    csv_path: Path | None,
-    chart: Path | None,
-    checks: list[Any],
-) -> None:
-    """Print the table, write the files; exit 3 if a check failed or nothing got through."""
-    from rich.console import Console  # noqa: PLC0415
-
-    from matchcast.load import evaluate_checks, render_table, write_chart  # noqa: PLC0415
-
-    if checks:
-        result["checks"] = evaluate_checks(checks, result)
-    failures = _failures(result)
-    Console().print(render_table(result))
-    if report is not None:
-        write_private(report, json.dumps(redact_data(result), indent=1))
-    if csv_path is not None:
-        write_csv(csv_path, result)
-    if chart is not None:
-        try:
-            write_chart(result, chart)
-        except RuntimeError as err:
-            fail(str(err), 2)
-    if failures and not result.get("interrupted"):
-        stderr = Console(stderr=True, highlight=False)
-        for line in failures:
-            stderr.print(f"[bold red]failed:[/] {escape(line)}")
-        raise typer.Exit(3)
-
-
-def _failures(result: dict[str, Any]) -> list[str]:
-    """Why the run fails (exit 3): a failed check, a wrong final state, or nothing delivered."""
-    out = [
-        f"--check {c['check']} (actual {c['actual']:g})"
-        for c in result.get("checks") or ()
-        if not c["passed"]
-    ]
-    verification = result.get("verification")
-    if verification is not None and not verification["ok"]:
-        out.append("verify-state: a consumer's final state is wrong or missing")
-    nothing = nothing_delivered(result)
-    if nothing is not None:
-        out.append(f"nothing was delivered: {nothing}")
-    return out
-
-
-def nothing_delivered(result: dict[str, Any]) -> str | None:
-    """Why a run whose probes received nothing of what they should have is a failure, or None.
-
-    A ``$share`` subscription that a broker grants and never serves (NATS 2.9, amqtt) looks
-    like a quiet broker otherwise: such a run exits 3, like a failed check. A shard that only
-    sends has nobody to deliver to and never fails this way.
-    """
-    delivery = result.get("delivery") or {}
-    params = result.get("parameters") or {}
-    probes = int(params.get("subscribers") or 0) or len(delivery.get("consumers") or ())
-    if not probes and "subscribers" in params:
-        return None
-    expected = delivery.get("expected", 0)
-    if expected and not delivery.get("unique", delivery.get("received", 0)):
-        shared = params.get("shared_group")
-        why = (
-            f" (does the broker serve $share/{shared}/...? NATS 2.9 grants it and delivers nothing)"
-            if shared
-            else ""
-        )
-        return f"the probes received none of the {expected:,} events they expected{why}"
-    if probes and not expected and not delivery.get("received", 0):
-        return "no event was published or received"
-    return None
-
-
-@contextlib.asynccontextmanager
-async def _live(run: Any, console: Any, enabled: bool) -> AsyncIterator[None]:
-    """A live line of progress, refreshed every second, while the run lasts."""
-    if not enabled:
-        yield
-        return
-    import asyncio  # noqa: PLC0415
-
-    from rich.live import Live  # noqa: PLC0415
-
-    def line() -> str:
-        p = run.progress()
-        return (
-            f"{p.elapsed_s:6.1f}s  matches {p.matches_active} active / {p.matches_started} started"
-            f"  sent {p.sent_per_s:,}/s  delivered {p.delivered_per_s:,}/s  p99 {p.p99_ms:.1f} ms"
-            f"  overruns {p.overruns:,}  failures {p.failures:,}"
-        )
-
-    with Live(line(), console=console, refresh_per_second=2, transient=True) as live:
-
-        async def tick() -> None:
-            while True:
-                await asyncio.sleep(1.0)
-                live.update(line())
-
-        task = asyncio.ensure_future(tick())
-        try:
-            yield
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
 
 
 def consume(
@@ -1185,7 +669,7 @@ def merge(
     """``matchcast load merge``: combine the reports of shards into one (see :data:`MERGE_HELP`)."""
     checks = _checks(check)
     _chart_ready(chart)
-    _merge(files, report, csv_path, chart, checks)
+    _merged(files, report, csv_path, chart, checks)
 
 
 #: ``load``'s help after its summary.

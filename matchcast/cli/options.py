@@ -11,7 +11,7 @@ is :data:`events.LOAD_ROOT`).
 How a help shows them: each option sits in a panel (typer's ``rich_help_panel``: the
 ``..._PANEL`` names). A rare one is declared with :func:`rare`: ``--help`` leaves it out and
 ``--help-all`` (:data:`HelpAllOpt`, which every command takes) shows it in its panel. An option
-hidden without a panel is internal and never shown (``load --start-on-go``, an old name kept
+hidden without a panel is internal and never shown (``load --probe-only``, an old name kept
 for a release). A number or a choice is read by :func:`whole`, :func:`number` or
 :func:`choice`, so a wrong one is refused with a line that names the option and what it takes,
 never with the validation library's wording.
@@ -502,7 +502,15 @@ DemoSpeedOpt = Annotated[
 WebDemoSpeedOpt = Annotated[
     str, _speed_option("Match seconds per wall second, or max.", panel="Demo replay")
 ]
-LoadSpeedOpt = Annotated[str, _speed_option("Match seconds per wall second per match, or max.")]
+#: load: None where not given (see matchcast.load.LoadArgs.honest).
+LoadSpeedOpt = Annotated[
+    str | None,
+    _speed_option(
+        "Match seconds per wall second per match (default 60), or max: a throughput test, "
+        "its latency includes the sender's backlog.",
+        show_default=False,
+    ),
+]
 VerifySpeedOpt = Annotated[
     str,
     _speed_option("Match seconds per wall second of each scenario, or max.", panel="Scenarios"),

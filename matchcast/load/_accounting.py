@@ -295,6 +295,17 @@ class StreamStats:
         self.max_displacement = max(self.max_displacement, other.max_displacement)
         self.max_seq = max(self.max_seq, other.max_seq)
 
+    def seen_up_to(self, last: int) -> int:
+        """How many distinct seqs of 1..``last`` arrived."""
+        if self.max_seq <= last:
+            return self.unique
+        whole, rest = divmod(last, 8)
+        seen = self.seen
+        count = int.from_bytes(seen[:whole], "little").bit_count()
+        if rest and whole < len(seen):
+            count += (seen[whole] & ((1 << rest) - 1)).bit_count()
+        return count
+
     def missing(self, expected_last: int) -> list[int]:
         """The seqs in 1..expected_last that never arrived."""
         seen = self.seen
@@ -308,7 +319,12 @@ class StreamStats:
 
 @dataclass(slots=True)
 class ConsumerAccount:
-    """Every stream one consumer (a probe, or a shared group) received, and its latencies."""
+    """Every stream one consumer (a probe, or a shared group) received, and its latencies.
+
+    A probe that joined a run under way (``--subscriber-stages``) holds in ``since`` the last
+    seq of each match sent before it listened: those it is not expected to receive. One that
+    left holds in ``until`` what had been sent when it left: it is expected to receive no more.
+    """
 
     name: str
     members: int = 1
@@ -316,6 +332,30 @@ class ConsumerAccount:
     latency: LatencySeries = field(default_factory=LatencySeries)
     malformed: int = 0
     unexpected: int = 0
+    since: dict[str, int] | None = None
+    until: dict[str, int] | None = None
+
+    def bounds(self, expected: Mapping[str, int]) -> dict[str, tuple[int, int]]:
+        """Per match of ``expected`` (last seq sent), the seqs this consumer should have:
+        ``(after, up to)``."""
+        since, until = self.since or {}, self.until
+        out = {}
+        for match_id, sent in expected.items():
+            last = sent if until is None else min(sent, until.get(match_id, 0))
+            first = since.get(match_id, 0)
+            if last > first:
+                out[match_id] = (first, last)
+        return out
+
+    def owed(self, expected: Mapping[str, int]) -> int:
+        """Events of ``expected`` this consumer should have and has not received (yet)."""
+        none = StreamStats()
+        owed = 0
+        for match_id, (first, last) in self.bounds(expected).items():
+            stream = self.streams.get(match_id, none)
+            got = stream.seen_up_to(last) - (stream.seen_up_to(first) if first else 0)
+            owed += last - first - got
+        return owed
 
     def record(self, match_id: str, seq: int, second: int, latency_us: int) -> None:
         """Account one event of ``match_id`` received in ``second`` with this latency."""
@@ -337,6 +377,8 @@ class ConsumerAccount:
 
     def complete(self, expected: Mapping[str, int]) -> bool:
         """True once every expected event arrived at least once."""
+        if self.since is not None or self.until is not None:
+            return self.owed(expected) == 0
         return all(
             (s := self.streams.get(m)) is not None and s.unique >= n
             for m, n in expected.items()
@@ -362,9 +404,10 @@ class ConsumerAccount:
         net = {"lost": 0, "duplicates": 0, "reordered": 0}
         lossy: dict[str, list[int]] = {}
         none = StreamStats()
-        for match_id, last in expected.items():
+        bounds = self.bounds(expected)
+        for match_id, (first, last) in bounds.items():
             stream = self.streams.get(match_id, none)
-            missing = stream.missing(last)
+            missing = [seq for seq in stream.missing(last) if seq > first]
             if missing:
                 lossy[match_id] = missing
             lost += len(missing)
@@ -387,7 +430,7 @@ class ConsumerAccount:
         return {
             "consumer": self.name,
             "members": self.members,
-            "expected": sum(expected.values()),
+            "expected": sum(last - first for first, last in bounds.values()),
             "received": self.received,
             "unique": self.unique,
             "lost": lost,

@@ -20,7 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CHECK_FIGURES", "Check", "CheckError", "evaluate_checks", "parse_check"]
+__all__ = [
+    "CHECK_FIGURES",
+    "LATENCY_FIGURES",
+    "Check",
+    "CheckError",
+    "evaluate_checks",
+    "parse_check",
+]
 
 _LATENCY = {
     "p50": "p50",
@@ -42,6 +49,8 @@ _RATES: dict[str, tuple[str, str]] = {
     "delivered_rate": ("delivery", "delivered_events_per_s"),
     "achieved_rate": ("sender", "achieved_events_per_s"),
 }
+#: The figures that are latency percentiles (read from the latency histogram).
+LATENCY_FIGURES: tuple[str, ...] = tuple(_LATENCY)
 #: Every figure a check can name.
 CHECK_FIGURES: tuple[str, ...] = (*_LATENCY, *_COUNTS, *_RATES)
 

@@ -350,6 +350,12 @@ def _merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
             "overrun_threshold_ms": senders[0]["overrun_threshold_ms"],
             "lateness_ms": histogram_summary(lateness),
             "lateness_hdr": encode_histogram(lateness),
+            # What a shard's sender says of itself (reports of this version): the most lag,
+            # whether any fell behind, stops under --stages.
+            "lag_max_ms": max((s.get("lag_max_ms", 0.0) for s in senders), default=0.0),
+            "behind": any(s.get("behind", s["overruns"] > 0) for s in senders),
+            "latency_includes_sender_backlog": not all(s.get("scheduled", True) for s in senders),
+            "matches_stopped": sum(s.get("matches_stopped", 0) for s in senders),
         },
         "delivery": {
             **totals,

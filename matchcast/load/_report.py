@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.table import Table
@@ -94,8 +94,12 @@ def build_report(
     *,
     streams: bool = False,
     nodes: Sequence[str] = (),
+    seconds: Mapping[int, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Every figure of a finished run, with ``parameters`` (what was asked for).
+
+    ``seconds`` are the rows :class:`~matchcast.load.Seconds` gave while the run went
+    (sender lag, live matches, subscribers, ...): each ``per_second`` row takes their keys.
 
     With ``streams``, every consumer's per-stream state goes in too, so that
     :func:`~matchcast.load.merge_reports` can combine the reports of several shards exactly.
@@ -105,39 +109,11 @@ def build_report(
     stats = run.stats
     sender = run.sender
     assert sender is not None
-    mono0 = sender.mono0
-    # An interrupted run has not finished sending: it counts until now.
-    send_s = max((stats.finished or time.monotonic()) - mono0, 1e-9)
-    # At max speed nothing is scheduled: what was offered is what was sent.
-    offered_s = stats.last_due_s if stats.last_due_s > 0 else send_s
     consumers = [acc.totals(stats.expected, stats.injected) for acc in run.accounts]
     received = sum(c["received"] for c in consumers)
     rx_span = max(run.last_rx - sender.wall0, 1e-9) if run.last_rx else 0.0
-    latency = run.latency
-    overall = latency.histogram()
-    lateness = stats.lateness.histogram()
-    last_sec = max([*latency.seconds(), *stats.sent.keys(), *stats.offered.keys(), 0])
-    per_second = []
-    per_second_hdr = []
-    for sec in range(last_sec + 1):
-        hist = latency.histogram(sec)
-        per_second_hdr.append(encode_histogram(hist))
-        row: dict[str, Any] = {
-            "t": sec,
-            "offered": stats.offered.get(sec, 0),
-            "sent": stats.sent.get(sec, 0),
-            "delivered": hist.get_total_count(),
-        }
-        row.update({f"latency_{k}": v for k, v in histogram_summary(hist).items() if k != "count"})
-        per_second.append(row)
-    totals = {
-        key: sum(c[key] for c in consumers)
-        for key in ("expected", "received", "unique", "lost", "duplicates", "reordered")
-    }
-    totals["max_displacement"] = max((c["max_displacement"] for c in consumers), default=0)
-    totals["unexpected"] = sum(c["unexpected"] for c in consumers)
-    totals["malformed"] = sum(c["malformed"] for c in consumers)
-    totals.update(split_totals(consumers))
+    overall = run.latency.histogram()
+    per_second, per_second_hdr = _per_second(run, seconds or {})
     fault_counts: dict[str, int] = {}
     for fault in stats.faults:
         fault_counts[fault.fault] = fault_counts.get(fault.fault, 0) + 1
@@ -152,24 +128,9 @@ def build_report(
         "kind": "matchcast-load-report",
         "created_at": dt.datetime.now(dt.UTC).isoformat(),
         "parameters": parameters,
-        "sender": {
-            "events_published": stats.events,
-            "states_published": stats.states,
-            "publish_failures": stats.failures,
-            "failure_reasons": dict(stats.failure_reasons),
-            "matches_started": stats.matches_started,
-            "matches_completed": stats.matches_completed,
-            "send_seconds": round(send_s, 3),
-            "offered_events_per_s": _rate(sum(stats.offered.values()), offered_s),
-            "achieved_events_per_s": _rate(stats.events, send_s),
-            "scheduled": sender.shape.scheduled,
-            "overruns": stats.overruns,
-            "overrun_threshold_ms": sender.overrun_us / 1000,
-            "lateness_ms": histogram_summary(lateness),
-            "lateness_hdr": encode_histogram(lateness),
-        },
+        "sender": _sender(run),
         "delivery": {
-            **totals,
+            **_totals(consumers),
             "delivered_events_per_s": _rate(received, rx_span),
             "consumers": consumers,
         },
@@ -180,6 +141,7 @@ def build_report(
         "started_at_epoch": sender.wall0,
         "connections": {"publishers": _health(run.pubs), "probes": _health(run.probes)},
         "verification": run.verification,
+        "aborted": run.aborted,
         "chaos": chaos_summary(parameters.get("chaos"), parameters.get("seed"), fault_counts, sent),
         "expected_last_seq": stats.expected,
         "final_scores": stats.final_scores,
@@ -204,11 +166,81 @@ def build_report(
     }
 
 
+def _per_second(
+    run: LoadRun, seconds: Mapping[int, dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Each second's row (with the keys of the live ``seconds`` rows) and HDR encoding."""
+    stats, latency = run.stats, run.latency
+    last_sec = max([*latency.seconds(), *stats.sent.keys(), *stats.offered.keys(), 0])
+    rows, hdrs = [], []
+    for sec in range(last_sec + 1):
+        hist = latency.histogram(sec)
+        hdrs.append(encode_histogram(hist))
+        row: dict[str, Any] = {
+            "t": sec,
+            "offered": stats.offered.get(sec, 0),
+            "sent": stats.sent.get(sec, 0),
+            "delivered": hist.get_total_count(),
+        }
+        row.update({f"latency_{k}": v for k, v in histogram_summary(hist).items() if k != "count"})
+        extra = seconds.get(sec, {})
+        row.update({k: v for k, v in extra.items() if k not in row and k != "kind"})
+        rows.append(row)
+    return rows, hdrs
+
+
+def _sender(run: LoadRun) -> dict[str, Any]:
+    """The report's ``sender`` section."""
+    stats, sender = run.stats, run.sender
+    assert sender is not None
+    # An interrupted run has not finished sending: it counts until now.
+    send_s = max((stats.finished or time.monotonic()) - sender.mono0, 1e-9)
+    # At max speed nothing is scheduled: what was offered is what was sent.
+    offered_s = stats.last_due_s if stats.last_due_s > 0 else send_s
+    lateness = stats.lateness.histogram()
+    return {
+        "events_published": stats.events,
+        "states_published": stats.states,
+        "publish_failures": stats.failures,
+        "failure_reasons": dict(stats.failure_reasons),
+        "matches_started": stats.matches_started,
+        "matches_completed": stats.matches_completed,
+        "send_seconds": round(send_s, 3),
+        "offered_events_per_s": _rate(sum(stats.offered.values()), offered_s),
+        "achieved_events_per_s": _rate(stats.events, send_s),
+        "scheduled": sender.shape.scheduled,
+        "overruns": stats.overruns,
+        "overrun_threshold_ms": sender.overrun_us / 1000,
+        "lateness_ms": histogram_summary(lateness),
+        "lateness_hdr": encode_histogram(lateness),
+        "lag_max_ms": round(max(stats.lag_us.values(), default=0) / 1000, 3),
+        "behind": stats.overruns > 0,
+        "latency_includes_sender_backlog": not sender.shape.scheduled,
+        "matches_stopped": stats.matches_stopped,
+    }
+
+
+def _totals(consumers: list[dict[str, Any]]) -> dict[str, Any]:
+    """Loss, duplicates, reordering and the rest summed over the consumers."""
+    totals: dict[str, Any] = {
+        key: sum(c[key] for c in consumers)
+        for key in ("expected", "received", "unique", "lost", "duplicates", "reordered")
+    }
+    totals["max_displacement"] = max((c["max_displacement"] for c in consumers), default=0)
+    totals["unexpected"] = sum(c["unexpected"] for c in consumers)
+    totals["malformed"] = sum(c["malformed"] for c in consumers)
+    totals.update(split_totals(consumers))
+    return totals
+
+
 def render_table(report: dict[str, Any]) -> Table:
     """The final table of a report."""
     s, d, lat = report["sender"], report["delivery"], report["latency_ms"]
     conns = report["connections"]
     title = "matchcast load (INTERRUPTED: figures so far)" if report.get("interrupted") else None
+    aborted = report.get("aborted")
+    if aborted:
+        title = f"matchcast load (ABORTED at {aborted['t']} s: --check {aborted['check']} failed)"
     table = Table(title=title or "matchcast load", show_header=True, header_style="bold")
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -231,10 +263,13 @@ def render_table(report: dict[str, Any]) -> Table:
     add("publish failures", s["publish_failures"])
     add(
         f"sender overruns (> {s['overrun_threshold_ms']:g} ms late)",
-        f"{s['overruns']:,}  (lateness p99 {s['lateness_ms']['p99']} ms)"
+        f"{s['overruns']:,}  (lateness p99 {s['lateness_ms']['p99']} ms"
+        f", max lag {s.get('lag_max_ms', s['lateness_ms']['max'])} ms)"
         if s.get("scheduled", True)
         else "n/a: --speed max has no schedule",
     )
+    if s.get("scheduled", True) and s["overruns"]:
+        add("sender", "FELL BEHIND its schedule: its lag is in the latency, not the broker's")
     add("expected / received", f"{d['expected']:,} / {d['received']:,}")
     add("lost", f"{d['lost']:,}")
     add("duplicates", f"{d['duplicates']:,}")
@@ -253,7 +288,8 @@ def render_table(report: dict[str, Any]) -> Table:
             f"{net['lost']:,} / {net['duplicates']:,} / {net['reordered']:,}",
         )
     add(
-        "latency ms p50 / p90 / p99 / p99.9 / max",
+        "latency ms p50 / p90 / p99 / p99.9 / max"
+        + ("" if s.get("scheduled", True) else " (--speed max: includes the sender's backlog)"),
         f"{lat['p50']} / {lat['p90']} / {lat['p99']} / {lat['p99_9']} / {lat['max']}",
     )
     for kind in ("publishers", "probes"):

@@ -35,6 +35,7 @@ from matchcast.load._accounting import (
 )
 from matchcast.load._nodes import NodeTally, node_key
 from matchcast.load._sender import Sender, SenderStats
+from matchcast.load._stages import Stages
 from matchcast.load._verify import collect_reported_states, verify_states
 from matchcast.load._workload import LoadShape, MatchTemplate
 from simulator import ChaosSpec
@@ -77,6 +78,9 @@ class LoadOptions:
         shape: the load shape.
         topics: the topic tree.
         subscribers: probe connections.
+        subscriber_stages: the probe connections over time instead (``--subscriber-stages``):
+            probes join and leave on the way to each stage's target; each is expected to
+            receive what was sent while it listened.
         shared_group: put the probes in this shared subscription group (``$share/NAME/...``)
             so together they act as one consumer; None for plain subscriptions, each probe a
             consumer of its own.
@@ -107,6 +111,7 @@ class LoadOptions:
     shape: LoadShape
     topics: Topics
     subscribers: int = 1
+    subscriber_stages: Stages | None = None
     shared_group: str | None = None
     publishers: int = 1
     max_inflight: int = 1000
@@ -187,6 +192,18 @@ class LoadRun:
         self.first_rx = 0.0
         self.ended = 0.0
         self.verification: dict[str, Any] | None = None
+        #: Probe connections open now.
+        self.probes_live = 0
+        #: Set when the sender starts (its clock, ``sender.mono0``, is set).
+        self.sending = asyncio.Event()
+        #: Why the run was cut short (``--abort-on-fail``: the check, its value, the second).
+        self.aborted: dict[str, Any] | None = None
+
+    def abort(self, why: dict[str, Any]) -> None:
+        """End the run now: stop sending, skip the drain; ``why`` goes in the report."""
+        self.aborted = why
+        if self.sender is not None:
+            self.sender.stop()
 
     def _tally(self, url: BrokerURL) -> NodeTally:
         """The figures of node ``url``, new the first time it is named."""
@@ -218,12 +235,18 @@ class LoadRun:
         return self.sender.stats
 
     async def _connect(
-        self, stack: contextlib.AsyncExitStack, kind: str, n: int, health: ConnectionHealth
+        self,
+        stack: contextlib.AsyncExitStack,
+        kind: str,
+        n: int,
+        health: ConnectionHealth,
+        *,
+        first: int = 0,
     ) -> list[LoadClient]:
         out = []
         failed: list[tuple[str, MatchcastError | OSError]] = []
         tag = self.options.shape.tag
-        for i in range(n):
+        for i in range(first, first + n):
             client_id = f"mc-load-{tag}-{kind}-{self.first_index}-{i}"
             t = time.monotonic()
             try:
@@ -235,6 +258,8 @@ class LoadRun:
                 continue
             health.connect_ms.append((time.monotonic() - t) * 1000)
             self._tally(client.url).connections[kind] += 1
+            if kind == "probe":
+                self.probes_live += 1
             if kind == "pub":
                 self.publisher_nodes.append(node_key(client.url))
             out.append(client)
@@ -253,7 +278,9 @@ class LoadRun:
         """Connect, send, drain. Raises ``BrokerError`` if no connection at all succeeds."""
         opts = self.options
         async with contextlib.AsyncExitStack() as stack:
-            probes = await self._connect(stack, "probe", opts.subscribers, self.probes)
+            staged = opts.subscriber_stages
+            first_probes = 0 if staged is not None else opts.subscribers
+            probes = await self._connect(stack, "probe", first_probes, self.probes)
             flt = probe_filter(opts.topics, opts.shared_group)
             for probe in probes:
                 await probe.subscribe(flt, qos=opts.shape.qos)
@@ -262,8 +289,7 @@ class LoadRun:
                 self.accounts = [group]
                 routes = [group] * len(probes)
             else:
-                name = "probe-{}" if opts.shard is None else f"probe-{self.first_index}-{{}}"
-                self.accounts = [ConsumerAccount(name.format(i)) for i in range(len(probes))]
+                self.accounts = [ConsumerAccount(self._probe_name(i)) for i in range(len(probes))]
                 routes = self.accounts
             clients = await self._connect(stack, "pub", opts.publishers, self.pubs)
             publishers: list[Publisher] = list(clients)
@@ -289,6 +315,9 @@ class LoadRun:
                 chaos=opts.chaos,
                 seed=opts.seed,
             )
+            # Whoever waits on it runs once this task next yields: inside sender.run(), whose
+            # clock is set before its first await.
+            self.sending.set()
             _log.info(
                 "load.started",
                 matches=opts.shape.matches,
@@ -302,6 +331,8 @@ class LoadRun:
                     for i, (p, acc) in enumerate(zip(probes, routes, strict=True))
                 ]
                 readers.append(tg.create_task(self._seal()))
+                if staged is not None:
+                    readers.append(tg.create_task(self._probe_stages(staged)))
                 try:
                     await sender.run()
                     await self._drain()
@@ -312,6 +343,59 @@ class LoadRun:
             if opts.verify_state:
                 await self._verify(stack)
         _log.info("load.finished", events=self.stats.events, failures=self.stats.failures)
+
+    async def _probe_stages(self, stages: Stages) -> None:
+        """Under ``--subscriber-stages``: probes join and leave (the newest first) on the way
+        to this shard's share of each stage's target, on the sender's clock."""
+        leaving: list[asyncio.Event] = []
+        async with asyncio.TaskGroup() as tg:
+            while True:
+                sender = self.sender
+                elapsed = time.monotonic() - sender.mono0 if sender and sender.mono0 else 0.0
+                want = len(range(self.first_index, stages.target(elapsed), self.index_step))
+                while len(leaving) < want:
+                    leave = asyncio.Event()
+                    tg.create_task(self._staged_probe(len(leaving), leave))
+                    leaving.append(leave)
+                while len(leaving) > want:
+                    leaving.pop().set()
+                await asyncio.sleep(0.1)
+
+    async def _staged_probe(self, index: int, leave: asyncio.Event) -> None:
+        """One probe of ``--subscriber-stages``: it is expected to receive what is sent from
+        when it listens until it is told to leave, and gets ``drain_idle_s`` to receive what
+        was sent before it left."""
+        opts = self.options
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                [probe] = await self._connect(stack, "probe", 1, self.probes, first=index)
+                await probe.subscribe(probe_filter(opts.topics, None), qos=opts.shape.qos)
+            except (MatchcastError, OSError) as err:
+                _log.warning("probe.join_failed", index=index, error=str(err))
+                return
+            sent = self.sender.stats.expected if self.sender is not None else {}
+            account = ConsumerAccount(self._probe_name(index), since=dict(sent))
+            self.accounts.append(account)
+            reader = asyncio.ensure_future(self._read(probe, account, index))
+            try:
+                await leave.wait()
+                account.until = dict(self.sender.stats.expected if self.sender else {})
+                deadline = time.monotonic() + opts.drain_idle_s
+                while True:  # what was sent before it left: until it has it, or idle time
+                    if not account.owed(account.until) or time.monotonic() >= deadline:
+                        break
+                    await asyncio.sleep(0.05)
+            finally:
+                reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reader
+                self.probes_live -= 1
+
+    def _probe_name(self, index: int) -> str:
+        """Probe ``index``'s consumer name in reports."""
+        return (
+            f"probe-{index}" if self.options.shard is None else f"probe-{self.first_index}-{index}"
+        )
 
     async def _seal(self) -> None:
         """Compress the latencies of seconds past, so a long run's memory stays flat."""
@@ -342,6 +426,8 @@ class LoadRun:
         _log.info("load.verified", ok=self.verification["ok"], matches=len(truth))
 
     async def _drain(self) -> None:
+        if self.aborted is not None:
+            return
         opts = self.options
         expected = self.stats.expected
         start = time.monotonic()
@@ -365,6 +451,7 @@ class LoadRun:
                     await self._consume(probe, account)
                 except BrokerError as err:
                     self.probes.disconnects += 1
+                    self.probes_live -= 1
                     _log.warning("probe.disconnected", consumer=account.name, error=str(err))
                 else:
                     return
@@ -372,6 +459,7 @@ class LoadRun:
                     return
                 probe = await self._reconnect(stack, index)
                 self.probes.reconnects += 1
+                self.probes_live += 1
 
     async def _reconnect(self, stack: contextlib.AsyncExitStack, index: int) -> LoadClient:
         opts = self.options

@@ -30,6 +30,8 @@ from simulator import ChaosSpec, Fault
 __all__ = ["NowaitPublisher", "Sender", "SenderStats", "submit"]
 
 _UNUSED = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)  # a state payload carries no timestamps
+#: Under ``--stages``, how often the sender looks at the target, seconds.
+_ADJUST_S = 0.05
 
 
 @runtime_checkable
@@ -69,6 +71,12 @@ class SenderStats:
         offered: events due per second of the run (at max speed: events sent).
         sent: events sent per second of the run.
         lateness: how late each event was sent against its due time, us, per second.
+        lag_us: per second of the run, the most the sender was behind its schedule then
+            (how late the latest event it sent in that second was, us); empty at max speed.
+        matches_running: matches that have sent their first event and are not over.
+        running_peak: per second of the run, the most matches running at once in it (where
+            a match started in it).
+        matches_stopped: matches stopped before their end (``--stages`` ramping down).
         injected: under chaos, per match id, the seqs in the order really sent: what a
             perfect broker would deliver, duplicates and reordering injected included.
         truth: under chaos, per match id, the true final state.
@@ -89,6 +97,10 @@ class SenderStats:
     offered: Counter[int] = field(default_factory=Counter)
     sent: Counter[int] = field(default_factory=Counter)
     lateness: LatencySeries = field(default_factory=LatencySeries)
+    lag_us: dict[int, int] = field(default_factory=dict)
+    matches_running: int = 0
+    running_peak: dict[int, int] = field(default_factory=dict)
+    matches_stopped: int = 0
     started: float = 0.0
     finished: float = 0.0
     last_ack: float = 0.0
@@ -111,11 +123,17 @@ class _Copy:
     state_topic: str
     index: int = 0
     chaos: CopyChaos | None = None
+    stopped: bool = False
 
     @property
     def length(self) -> int:
         """Messages to send: the template's events, or the faulted stream's messages."""
         return len(self.chaos) if self.chaos is not None else len(self.template)
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class Sender:
@@ -180,6 +198,10 @@ class Sender:
         #: At max speed, the running matches in turn.
         self._turns: collections.deque[tuple[int, _Copy]] = collections.deque()
         self._stop = False
+        self._sleeping: asyncio.Future[None] | None = None
+        #: Under ``--stages``: the running matches, oldest first, and the next slot.
+        self._live: list[_Copy] = []
+        self._slots = 0
         self.mono0 = 0.0
         self.wall0 = 0.0
         self.chaos = chaos
@@ -187,8 +209,22 @@ class Sender:
         self._prepared: dict[int, CopyChaos] = {}
 
     def stop(self) -> None:
-        """Stop sending at the next event."""
+        """Stop sending now: at the next event, or at once if waiting for one."""
         self._stop = True
+        if self._sleeping is not None:
+            _wake(self._sleeping)
+
+    async def _sleep(self, delay: float) -> None:
+        """``asyncio.sleep(delay)`` that :meth:`stop` cuts short (a match at speed 60 can
+        wait seconds for its next event)."""
+        loop = asyncio.get_running_loop()
+        self._sleeping = wake = loop.create_future()
+        timer = loop.call_later(delay, _wake, wake)
+        try:
+            await wake
+        finally:
+            timer.cancel()
+            self._sleeping = None
 
     def _new_copy(self, slot: int, start: float) -> _Copy:
         index = next(self._index)
@@ -312,11 +348,7 @@ class Sender:
         start = dt.datetime.fromtimestamp(wall0 + (copy.start - mono0), dt.UTC)
         self._send_event(copy.conn, copy.events_topic, chaos.payload(i, emitted, start))
         if self.shape.scheduled:
-            late_us = int((now - due) * 1e6)
-            stats.lateness.add(int(due - mono0), late_us)
-            if late_us > self.overrun_us:
-                stats.overruns += 1
-            stats.offered[int(due - mono0)] += 1
+            self._late(due, now)
             stats.last_due_s = max(stats.last_due_s, due - mono0)
         else:
             stats.offered[int(now - mono0)] += 1
@@ -324,6 +356,20 @@ class Sender:
         stats.sent[int(now - mono0)] += 1
         stats.injected[copy.match_id].record(emission.event.seq)
         stats.expected[copy.match_id] = chaos.truth.last_seq
+
+    def _late(self, due: float, now: float) -> None:
+        """Count an event due at ``due`` and sent at ``now``: offered in its due second, its
+        lateness, an overrun if past the threshold, the sender's lag in the second it went."""
+        stats, mono0 = self.stats, self.mono0
+        late_us = int((now - due) * 1e6)
+        due_s = int(due - mono0)
+        stats.lateness.add(due_s, late_us)
+        if late_us > self.overrun_us:
+            stats.overruns += 1
+        stats.offered[due_s] += 1
+        lag, sec = stats.lag_us, int(now - mono0)
+        if late_us > lag.get(sec, 0):
+            lag[sec] = late_us
 
     def _emit(self, copy: _Copy, i: int, due: float, now: float) -> None:
         """Stamp event ``i`` of ``copy`` (due at ``due``, sent at ``now``) and send it."""
@@ -334,11 +380,7 @@ class Sender:
         emitted = format_timestamp(wall0 + (now - mono0))
         if self.shape.scheduled:
             sched = format_timestamp(wall0 + (due - mono0))
-            late_us = int((now - due) * 1e6)
-            stats.lateness.add(int(due - mono0), late_us)
-            if late_us > self.overrun_us:
-                stats.overruns += 1
-            stats.offered[int(due - mono0)] += 1
+            self._late(due, now)
             stats.last_due_s = due - mono0
         else:
             sched = emitted
@@ -352,15 +394,18 @@ class Sender:
             self._send(copy.conn, copy.state_topic, copy.template.state(i, copy.mid), True)
             stats.states += 1
 
-    def _requeue(self, slot: int, copy: _Copy, now: float, stop_at: float | None) -> None:
-        """Queue the next event of ``copy``; or, if it is done, count it and (when running
-        for a duration) start a fresh copy in its slot."""
+    def _requeue(self, slot: int, copy: _Copy, now: float, replace: bool) -> None:
+        """Queue the next event of ``copy``; or, if it is done, count it and (``replace``:
+        when running for a duration) start a fresh copy in its slot."""
         if copy.index < copy.length:
             self._queue(slot, copy, self._due(copy, now))
             return
         self.stats.matches_completed += 1
+        self.stats.matches_running -= 1
         self.stats.completed.append(copy.match_id)
-        if stop_at is not None:
+        if self.shape.stages is not None:
+            self._live.remove(copy)  # the next look at the target starts another if due
+        elif replace:
             fresh = self._new_copy(slot, now)
             self._queue(slot, fresh, None if fresh.offsets is None else now)
 
@@ -382,52 +427,113 @@ class Sender:
             heapq.heappush(self._heap, (due, next(self._order), slot, copy))
 
     async def run(self) -> SenderStats:
-        """Send until every match finished or ``duration_s`` is up; wait for the broker."""
+        """Send until every match finished, ``duration_s`` is up or the stages are over;
+        wait for the broker."""
         shape = self.shape
         stats = self.stats
         self._prepare_chaos()
         self.mono0 = mono0 = time.monotonic()
         self.wall0 = time.time()
         stats.started = mono0
-        heap = self._heap
-        for slot in range(shape.matches):
-            start = mono0 + shape.start_offset(self.first_index + slot * self.index_step)
-            copy = self._new_copy(slot, start)
-            heapq.heappush(heap, (start, next(self._order), slot, copy))
-        stop_at = mono0 + shape.duration_s if shape.duration_s is not None else None
+        if shape.stages is None:
+            for slot in range(shape.matches):
+                start = mono0 + shape.start_offset(self.first_index + slot * self.index_step)
+                copy = self._new_copy(slot, start)
+                heapq.heappush(self._heap, (start, next(self._order), slot, copy))
+        length = shape.run_s
+        await self._loop(mono0 + length if length is not None else None)
+        stats.finished = time.monotonic()
+        await self._all_done.wait()
+        return stats
+
+    async def _loop(self, stop_at: float | None) -> None:
+        """Send each event when due (at max speed: in turn) until done or ``stop_at``; under
+        ``--stages``, start and stop matches on the way to each stage's target."""
+        heap, turns = self._heap, self._turns
+        stats = self.stats
+        staged = self.shape.stages is not None
+        replace = stop_at is not None and not staged
         # At max speed an event is due when its turn comes: started matches take turns from
         # a FIFO, and the heap only holds matches whose (ramped) start is still ahead.
-        fifo = not shape.scheduled
-        turns = self._turns
+        fifo = not self.shape.scheduled
+        next_adjust = 0.0
         since_yield = 0
-        while (heap or turns) and not self._stop:
+        while (heap or turns or staged) and not self._stop:
             now = time.monotonic()
+            if staged and now >= next_adjust:
+                self._adjust(now)
+                next_adjust = now + _ADJUST_S
             while fifo and heap and heap[0][0] <= now:
                 _, _, slot, copy = heapq.heappop(heap)
                 turns.append((slot, copy))
             if turns:
                 slot, copy = turns.popleft()
                 due = now
-            else:
+            elif heap:
                 due, _, slot, copy = heap[0]
+            else:  # staged, nothing running: wait for the next look at the target
+                due = next_adjust
             if stop_at is not None and (now >= stop_at or due >= stop_at):
                 break
             if due > now:
-                await asyncio.sleep(due - now)
+                await self._sleep((min(due, next_adjust) if staged else due) - now)
                 since_yield = 0
                 continue
             if not fifo:
                 heapq.heappop(heap)
+            if copy.stopped:
+                continue
             i = copy.index
+            if i == 0:
+                stats.matches_running += 1
+                sec = int(now - self.mono0)
+                stats.running_peak[sec] = max(stats.running_peak.get(sec, 0), stats.matches_running)
             self._emit(copy, i, due, now)
             if self._inflight[copy.conn] >= self.max_inflight:
                 await self._window(copy.conn)
             copy.index = i + 1
-            self._requeue(slot, copy, now, stop_at)
+            self._requeue(slot, copy, now, replace)
             since_yield += 1
             if since_yield >= 64:
                 since_yield = 0
                 await asyncio.sleep(0)
-        stats.finished = time.monotonic()
-        await self._all_done.wait()
-        return stats
+        if staged and stop_at is not None and not self._stop:
+            self._adjust(stop_at)  # the last stage's target, reached
+
+    def _adjust(self, now: float) -> None:
+        """Start or stop matches so this shard's share of the stages' target runs: new ones
+        start at once; above a falling target the newest stop, each with its
+        ``replay_stopped``."""
+        stages = self.shape.stages
+        assert stages is not None
+        total = stages.target(now - self.mono0)
+        want = len(range(self.first_index, total, self.index_step))
+        live = self._live
+        while len(live) < want:
+            slot = self._slots
+            self._slots += 1
+            copy = self._new_copy(slot, now)
+            live.append(copy)
+            self._queue(slot, copy, None if copy.offsets is None else now)
+        while len(live) > want:
+            self._stop_copy(live.pop(), now)
+
+    def _stop_copy(self, copy: _Copy, now: float) -> None:
+        """Stop ``copy`` where it is: a ``replay_stopped`` after its last event sent (and the
+        ``stopped`` state), as a replayer stopped by Ctrl-C says it; nothing if it sent none."""
+        copy.stopped = True
+        stats = self.stats
+        stats.matches_stopped += 1
+        if copy.index == 0:
+            return
+        stats.matches_running -= 1
+        sec = int(now - self.mono0)
+        event, state = copy.template.stopped(copy.index, copy.mid, self.wall0 + (now - self.mono0))
+        self._send_event(copy.conn, copy.events_topic, event)
+        stats.events += 1
+        stats.sent[sec] += 1
+        stats.offered[sec] += 1
+        stats.expected[copy.match_id] = copy.index + 1
+        if self.shape.states:
+            self._send(copy.conn, copy.state_topic, state, True)
+            stats.states += 1

@@ -15,7 +15,16 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from events import MatchState, Score, apply, encode_event, encode_state
+from events import (
+    MatchState,
+    ReplayStopped,
+    Score,
+    apply,
+    decode_event,
+    encode_event,
+    encode_state,
+)
+from matchcast.load._stages import Stages
 from simulator import Match, ReplayOptions, expand, wall_offsets
 
 __all__ = ["LoadShape", "MatchTemplate", "format_timestamp", "match_ids"]
@@ -121,6 +130,24 @@ class MatchTemplate:
         """The state after event ``i`` of a copy."""
         return (b'"' + match_id + b'"').join(self.states[i])
 
+    def stopped(self, sent: int, match_id: bytes, at: float) -> tuple[bytes, bytes]:
+        """The ``replay_stopped`` event (emitted and due at epoch seconds ``at``) that ends a
+        copy after its first ``sent`` events, and the state after it (status ``stopped``)."""
+        stamp = format_timestamp(at)
+        last = decode_event(self.event(sent - 1, match_id, stamp, stamp, 0))
+        event = ReplayStopped(
+            match_id=last.match_id,
+            run=last.run,
+            seq=last.seq + 1,
+            clock=last.clock,
+            emitted_at=last.emitted_at,
+            scheduled_at=last.emitted_at,
+            reason="interrupted",
+            detail="load: a stage ramped the matches down",
+        )
+        state = apply(MatchState.model_validate_json(self.state(sent - 1, match_id)), event)
+        return encode_event(event), encode_state(state)
+
 
 def match_ids(base: str, tag: str, index: int) -> str:
     """The id of copy ``index`` of ``base``: ``{base}-{tag}-{index:05d}``, at most 64 chars."""
@@ -147,6 +174,9 @@ class LoadShape:
         tag: distinguishes this run's match ids from other runs'.
         total_matches: matches over all shards of the run (None: just ``matches``); the
             ramp and ``rate`` are spread over all of them.
+        stages: the matches running over time (``--stages``), instead of ``matches``,
+            ``ramp_s`` and ``duration_s``: the sender starts and stops matches on the way to
+            each stage's target, and stops when the last stage ends.
     """
 
     matches: int = 10
@@ -160,6 +190,13 @@ class LoadShape:
     break_seconds: float | None = 2.0
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:4])
     total_matches: int | None = None
+    stages: Stages | None = None
+
+    @property
+    def run_s(self) -> float | None:
+        """How long the sender sends: the stages' length, ``duration_s``, or None (every match
+        played through)."""
+        return self.stages.duration_s if self.stages is not None else self.duration_s
 
     @property
     def all_matches(self) -> int:
