@@ -217,7 +217,7 @@ async def test_a_taken_port_raises_and_close_is_safe() -> None:
     await first.start()
     try:
         second = Dashboard(port=first.port)
-        with pytest.raises(OSError):
+        with pytest.raises(OSError, match=f"--dashboard: cannot listen on 127.0.0.1:{first.port}"):
             await second.start()
         await second.close()
     finally:

@@ -9,6 +9,7 @@ import math
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -16,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from matchcast.load._dashboard import Dashboard
 from matchcast.load._live_metrics import LoadMetrics
+from matchcast.load._outputs import live_outputs
 from matchcast.load._report_html import HtmlReport
 from tests.test_load_dashboard import REPORT, row
 
@@ -145,3 +147,34 @@ def test_the_dashboard_reads_the_provisioned_datasource() -> None:
     for panel in doc["panels"]:
         assert panel["datasource"]["uid"] == uid.group(1), panel["title"]
     assert len({p["id"] for p in doc["panels"]}) == len(doc["panels"])
+
+
+# ------------------------------------------------------------ the options together
+
+
+def test_live_outputs_gives_a_sink_per_option_given(tmp_path: Path) -> None:
+    assert live_outputs() == []
+    sinks = live_outputs(dashboard=0, report_html=tmp_path / "r.html", metrics_port=0)
+    assert [type(s) for s in sinks] == [Dashboard, LoadMetrics, HtmlReport]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"dashboard": 9000, "metrics_port": 9000}, "both 9000"),
+        ({"report_html": Path("/nonexistent-dir/r.html")}, "does not exist"),
+    ],
+)
+def test_live_outputs_refuses_bad_options_before_the_run(
+    options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        live_outputs(**options)
+
+
+async def test_the_metrics_answer_only_loopback_host_names(metrics: LoadMetrics) -> None:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(metrics.url, headers={"Host": "rebound.example"}) as resp:
+            assert resp.status == 421
+        async with http.get(metrics.url, headers={"Host": "localhost"}) as resp:
+            assert resp.status == 200

@@ -35,7 +35,15 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-__all__ = ["Dashboard", "build_app", "headline", "jsonable", "static_file"]
+__all__ = [
+    "Dashboard",
+    "build_app",
+    "headline",
+    "jsonable",
+    "loopback_only",
+    "serve",
+    "static_file",
+]
 
 _log = structlog.get_logger("matchcast.load.dashboard")
 
@@ -162,7 +170,7 @@ def _host_only_loopback() -> Middleware:
             _log.warning("http.refused", status=421, reason="host not loopback", path=request.path)
             return web.Response(
                 status=421,
-                text="this dashboard answers for localhost only (start it with --dashboard-host)\n",
+                text="this server answers for localhost only (bind it elsewhere to reach it)\n",
                 headers=_SECURITY,
             )
         return await handler(request)
@@ -170,13 +178,40 @@ def _host_only_loopback() -> Middleware:
     return check
 
 
+def loopback_only(host: str) -> list[Middleware]:
+    """The Host check for a server bound to ``host``: none unless it is a loopback address."""
+    return [_host_only_loopback()] if _loopback(host) else []
+
+
+async def serve(app: web.Application, host: str, port: int, option: str) -> web.AppRunner:
+    """Run ``app`` on ``host:port`` (port 0: a free one, in the runner's ``addresses``).
+    A port that is taken raises OSError naming ``option`` (what the user set), leaving
+    nothing behind."""
+    runner = web.AppRunner(
+        app,
+        handle_signals=False,
+        access_log=None,
+        shutdown_timeout=1.0,
+        # A browser that goes away cancels its stream at once and frees its slot.
+        handler_cancellation=True,
+    )
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as err:
+        await runner.cleanup()
+        raise OSError(
+            err.errno,
+            f"{option}: cannot listen on {host}:{port} ({err.strerror or err}); "
+            "choose another port, or 0 for a free one",
+        ) from None
+    return runner
+
+
 def build_app(dashboard: Dashboard, middlewares: Iterable[Middleware] = ()) -> web.Application:
     """The dashboard's aiohttp application, ``middlewares`` first (then the loopback Host
     check when it listens on a loopback address)."""
-    chain = list(middlewares)
-    if _loopback(dashboard.host):
-        chain.append(_host_only_loopback())
-    app = web.Application(middlewares=chain)
+    app = web.Application(middlewares=[*middlewares, *loopback_only(dashboard.host)])
     app.router.add_get("/", dashboard.page)
     app.router.add_get("/index.html", dashboard.page)
     app.router.add_get("/static/{name}", dashboard.static)
@@ -242,22 +277,10 @@ class Dashboard:
 
     async def start(self) -> None:
         """Listen; raises OSError if the port is taken."""
-        runner = web.AppRunner(
-            build_app(self, self.middlewares),
-            handle_signals=False,
-            access_log=None,
-            shutdown_timeout=1.0,
-            handler_cancellation=True,
+        self._runner = await serve(
+            build_app(self, self.middlewares), self.host, self.port, "--dashboard"
         )
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port)
-        try:
-            await site.start()
-        except OSError:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self.port = runner.addresses[0][1]
+        self.port = self._runner.addresses[0][1]
         _log.info("dashboard.started", url=self.url)
 
     def second(self, row: dict[str, Any]) -> None:

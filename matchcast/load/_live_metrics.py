@@ -42,6 +42,8 @@ from prometheus_client import (
     generate_latest,
 )
 
+from matchcast.load._dashboard import loopback_only, serve
+
 __all__ = ["LoadMetrics", "build_metrics_app"]
 
 _log = structlog.get_logger("matchcast.load.metrics")
@@ -144,21 +146,10 @@ class LoadMetrics:
 
     async def start(self) -> None:
         """Listen; raises OSError if the port is taken."""
-        runner = web.AppRunner(
-            build_metrics_app(self, self.middlewares),
-            handle_signals=False,
-            access_log=None,
-            shutdown_timeout=1.0,
+        self._runner = await serve(
+            build_metrics_app(self, self.middlewares), self.host, self.port, "--metrics-port"
         )
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port)
-        try:
-            await site.start()
-        except OSError:
-            await runner.cleanup()
-            raise
-        self._runner = runner
-        self.port = runner.addresses[0][1]
+        self.port = self._runner.addresses[0][1]
         self.running.set(1)
         _log.info("metrics.started", url=self.url)
 
@@ -213,7 +204,8 @@ class LoadMetrics:
 def build_metrics_app(
     metrics: LoadMetrics, middlewares: Iterable[Middleware] = ()
 ) -> web.Application:
-    """The ``/metrics`` application, ``middlewares`` first."""
-    app = web.Application(middlewares=list(middlewares))
+    """The ``/metrics`` application, ``middlewares`` first (then the Host check of a loopback
+    address, as the dashboard's)."""
+    app = web.Application(middlewares=[*middlewares, *loopback_only(metrics.host)])
     app.router.add_get("/metrics", metrics.metrics)
     return app
