@@ -131,3 +131,26 @@ async def test_the_html_report_draws_from_disk(browser: Any, tmp_path: Path) -> 
     assert "checks passed" in (await page.text_content("#summary") or "")
     assert requests == [path.as_uri()]  # nothing fetched: the file holds it all
     assert errors == []
+
+
+async def test_the_html_report_of_a_report_without_the_live_keys_draws_what_it_has(
+    browser: Any, tmp_path: Path
+) -> None:
+    """A report whose rows have only throughput and latency (one written by an earlier
+    version, or merged from one): those two draw; the other charts say they are not in it."""
+    rows = [
+        {"t": t, "offered": 200, "sent": 200, "delivered": 200 - t, "latency_p50": 1.9,
+         "latency_p99": 8.0, "latency_max": 8.5}
+        for t in range(5)
+    ]  # fmt: skip
+    path = tmp_path / "old.html"
+    write_report_html({"per_second": rows}, path)
+    page = await browser.new_page(viewport={"width": 1280, "height": 900})
+    await page.goto(path.as_uri())
+    await _wait_points(page, "throughput", 5)
+    for chart in ("throughput", "latency"):
+        assert await page.get_attribute(f"#chart-{chart}", "data-empty") == "false"
+        assert await _drawn(page, chart), chart
+    for chart in ("lag", "loss", "live"):
+        assert await page.get_attribute(f"#chart-{chart}", "data-empty") == "true"
+        assert await page.is_visible(f"#chart-{chart} .empty-note")

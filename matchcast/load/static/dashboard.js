@@ -39,6 +39,10 @@
       var h = document.createElement("h2");
       h.textContent = spec.title;
       box.appendChild(h);
+      var note = document.createElement("p");
+      note.className = "empty-note";
+      note.textContent = window.MATCHCAST_REPORT ? "not in this report" : "no figures yet";
+      box.appendChild(note);
       root.appendChild(box);
     } else if (charts[spec.id]) {
       charts[spec.id].plot.destroy();
@@ -76,8 +80,13 @@
   function redraw() {
     Object.keys(charts).forEach(function (id) {
       var c = charts[id];
-      c.plot.setData(columns(c.spec));
+      var data = columns(c.spec);
+      c.plot.setData(data);
       c.box.dataset.points = String(rows.length);
+      var empty = data.slice(1).every(function (col) {
+        return col.every(function (v) { return v === null; });
+      });
+      c.box.dataset.empty = empty ? "true" : "false";
     });
     var last = rows[rows.length - 1];
     if (last) document.getElementById("elapsed").textContent = "t = " + last.t + " s";
