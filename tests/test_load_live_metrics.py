@@ -6,13 +6,17 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import os
 import re
+import shutil
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from matchcast.load._dashboard import Dashboard
@@ -178,3 +182,39 @@ async def test_the_metrics_answer_only_loopback_host_names(metrics: LoadMetrics)
             assert resp.status == 421
         async with http.get(metrics.url, headers={"Host": "localhost"}) as resp:
             assert resp.status == 200
+
+
+def _promtool() -> str:
+    found = os.environ.get("MATCHCAST_PROMTOOL") or shutil.which("promtool")
+    if found is None:
+        pytest.skip("promtool is not installed (Debian: apt-get install prometheus)")
+    return found
+
+
+def test_promtool_accepts_the_scrape_config_and_every_promql(tmp_path: Path) -> None:
+    """Prometheus' own checker, where it is installed: the scrape config, and each expression
+    of the Grafana dashboard as a recording rule (Grafana's $__rate_interval set to 1m)."""
+    promtool = _promtool()
+    config = subprocess.run(
+        [promtool, "check", "config", str(ROOT / "deploy/prometheus/prometheus.yml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert config.returncode == 0, config.stdout + config.stderr
+    rules = [
+        {"record": f"matchcast:dashboard_{i}", "expr": e.replace("$__rate_interval", "1m")}
+        for i, e in enumerate(_dashboard_exprs())
+    ]
+    path = tmp_path / "rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))
+    checked = subprocess.run(
+        [promtool, "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"{len(rules)} rules found" in checked.stdout
