@@ -266,3 +266,15 @@ def test_a_bad_html_path_is_refused_before_the_run(tmp_path: Path) -> None:
         check_html_path(tmp_path / "nope" / "r.html")
     with pytest.raises(ValueError, match="is a directory"):
         check_html_path(tmp_path)
+
+
+async def test_a_run_of_days_keeps_only_the_latest_seconds_for_the_page() -> None:
+    dash = Dashboard(port=0, history=3)
+    await dash.start()
+    try:
+        for t in range(10):
+            dash.second(row(t))
+        async with aiohttp.ClientSession() as http, http.get(dash.url + "api/seconds") as resp:
+            assert [r["t"] for r in (await resp.json())["seconds"]] == [7, 8, 9]
+    finally:
+        await dash.close()

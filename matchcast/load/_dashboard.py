@@ -67,6 +67,8 @@ _SSE_HEADERS = {
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 #: Frames a browser may have waiting before it is cut off (it reconnects and catches up).
 QUEUE_FRAMES = 120
+#: Seconds of the run the dashboard keeps for a browser that opens it: a day.
+HISTORY_SECONDS = 86_400
 #: Streams open at once by default.
 MAX_STREAMS = 32
 
@@ -230,6 +232,8 @@ class Dashboard:
         max_streams: event streams open at once; past it a new one gets 503.
         keepalive: seconds of silence after which a comment line goes to each browser.
         title: shown in the page's heading.
+        history: the most recent seconds a browser gets when it opens the page (the report
+            keeps them all); bounds the memory of a run of days.
     """
 
     def __init__(
@@ -241,6 +245,7 @@ class Dashboard:
         max_streams: int = MAX_STREAMS,
         keepalive: float = 15.0,
         title: str = "matchcast load",
+        history: int = HISTORY_SECONDS,
     ) -> None:
         if max_streams < 1:
             raise ValueError(f"max_streams must be at least 1, not {max_streams}")
@@ -250,7 +255,7 @@ class Dashboard:
         self.max_streams = max_streams
         self.keepalive = keepalive
         self.title = title
-        self.rows: list[tuple[int, str]] = []
+        self.rows: deque[tuple[int, str]] = deque(maxlen=history)
         self.last_t = -1
         self.summary: dict[str, Any] | None = None
         self.refused_rows = 0
