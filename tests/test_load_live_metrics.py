@@ -4,6 +4,7 @@ Grafana dashboard of deploy/ charts only metrics that are exposed."""
 from __future__ import annotations
 
 import inspect
+import io
 import json
 import math
 import os
@@ -156,10 +157,21 @@ def test_the_dashboard_reads_the_provisioned_datasource() -> None:
 # ------------------------------------------------------------ the options together
 
 
-def test_live_outputs_gives_a_sink_per_option_given(tmp_path: Path) -> None:
+async def test_live_outputs_gives_a_sink_per_option_given(tmp_path: Path) -> None:
+    """...and the servers say where they listen, whatever the log level."""
     assert live_outputs() == []
-    sinks = live_outputs(dashboard=0, report_html=tmp_path / "r.html", metrics_port=0)
+    said = io.StringIO()
+    sinks = live_outputs(
+        dashboard=0, report_html=tmp_path / "r.html", metrics_port=0, announce=said
+    )
     assert [type(s) for s in sinks] == [Dashboard, LoadMetrics, HtmlReport]
+    for sink in sinks:
+        await sink.start()
+    for sink in sinks:
+        await sink.close()
+    lines = said.getvalue().splitlines()
+    assert lines[0].startswith("dashboard: http://127.0.0.1:")
+    assert re.fullmatch(r"metrics: http://127\.0\.0\.1:\d+/metrics", lines[1])
 
 
 @pytest.mark.parametrize(

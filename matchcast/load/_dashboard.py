@@ -29,7 +29,7 @@ import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 from aiohttp import web
@@ -234,6 +234,8 @@ class Dashboard:
         title: shown in the page's heading.
         history: the most recent seconds a browser gets when it opens the page (the report
             keeps them all); bounds the memory of a run of days.
+        announce: where to write ``dashboard: URL`` once listening (standard error from
+            the command line, so the user sees the address whatever the log level).
     """
 
     def __init__(
@@ -246,6 +248,7 @@ class Dashboard:
         keepalive: float = 15.0,
         title: str = "matchcast load",
         history: int = HISTORY_SECONDS,
+        announce: TextIO | None = None,
     ) -> None:
         if max_streams < 1:
             raise ValueError(f"max_streams must be at least 1, not {max_streams}")
@@ -255,6 +258,7 @@ class Dashboard:
         self.max_streams = max_streams
         self.keepalive = keepalive
         self.title = title
+        self.announce = announce
         self.rows: deque[tuple[int, str]] = deque(maxlen=history)
         self.last_t = -1
         self.summary: dict[str, Any] | None = None
@@ -287,6 +291,8 @@ class Dashboard:
         )
         self.port = self._runner.addresses[0][1]
         _log.info("dashboard.started", url=self.url)
+        if self.announce is not None:
+            print(f"dashboard: {self.url}", file=self.announce, flush=True)
 
     def second(self, row: dict[str, Any]) -> None:
         """Keep the row and queue it for every browser; a row that is no JSON object with an

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 from aiohttp import web
@@ -97,6 +97,7 @@ class LoadMetrics:
         host: address to bind; 127.0.0.1 keeps the figures on this machine.
         middlewares: aiohttp middlewares put in front of the route.
         registry: where the metrics live (a fresh one by default, so runs never collide).
+        announce: where to write ``metrics: URL`` once listening.
     """
 
     def __init__(
@@ -106,12 +107,14 @@ class LoadMetrics:
         *,
         middlewares: Iterable[Middleware] = (),
         registry: CollectorRegistry | None = None,
+        announce: TextIO | None = None,
     ) -> None:
         self.port = port
         self.host = host
         self.middlewares = list(middlewares)
         self.registry = registry or CollectorRegistry()
         self.refused_rows = 0
+        self.announce = announce
         reg = self.registry
         self.counters = {
             key: Counter(_P + name, _HELP[name], registry=reg) for key, name in _COUNTS.items()
@@ -152,6 +155,8 @@ class LoadMetrics:
         self.port = self._runner.addresses[0][1]
         self.running.set(1)
         _log.info("metrics.started", url=self.url)
+        if self.announce is not None:
+            print(f"metrics: {self.url}", file=self.announce, flush=True)
 
     def second(self, row: dict[str, Any]) -> None:
         """Update the metrics from one second's row; a row that is no dict is counted and

@@ -7,8 +7,10 @@ exit 2) and gives the sinks to start; ports are bound by each sink's ``start()``
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from aiohttp.typedefs import Middleware
 
@@ -29,6 +31,7 @@ def live_outputs(
     metrics_addr: str = "127.0.0.1",
     middlewares: Sequence[Middleware] = (),
     title: str = "matchcast load",
+    announce: TextIO | None = sys.stderr,
 ) -> list[LiveSink]:
     """The sinks the options ask for (none given: an empty list).
 
@@ -41,6 +44,7 @@ def live_outputs(
         middlewares: put in front of both servers (the host check and connection limits of
             ``matchcast web``).
         title: the dashboard's heading.
+        announce: where the servers write their address once listening.
 
     Raises:
         ValueError: a message for the user: an HTML file that cannot be written, or the
@@ -59,9 +63,15 @@ def live_outputs(
         check_html_path(report_html)
     sinks: list[LiveSink] = []
     if dashboard is not None:
-        sinks.append(Dashboard(dashboard_host, dashboard, middlewares=middlewares, title=title))
+        sinks.append(
+            Dashboard(
+                dashboard_host, dashboard, middlewares=middlewares, title=title, announce=announce
+            )
+        )
     if metrics_port is not None:
-        sinks.append(LoadMetrics(metrics_port, metrics_addr, middlewares=middlewares))
+        sinks.append(
+            LoadMetrics(metrics_port, metrics_addr, middlewares=middlewares, announce=announce)
+        )
     if report_html is not None:
         sinks.append(HtmlReport(report_html))
     return sinks
