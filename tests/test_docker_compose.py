@@ -186,6 +186,8 @@ def test_the_healthcheck_logs_in_and_reads_the_uptime(password: str, healthy: bo
 
 
 MONITORING = ("prometheus", "grafana")
+#: Makes docker-compose and promtool mandatory for the monitoring profile's checks.
+MONITORING_ENV = "MATCHCAST_REQUIRE_MONITORING"
 
 
 def test_monitoring_is_a_profile_listening_on_loopback_only() -> None:
@@ -222,9 +224,11 @@ def test_the_monitoring_files_mounted_exist() -> None:
 
 def test_docker_compose_accepts_the_file_with_and_without_the_profile() -> None:
     """``docker-compose config`` (Debian's 1.29 reads profiles) where it is installed."""
+    from tests._require import require
+
     binary = shutil.which("docker-compose")
-    if binary is None:
-        pytest.skip("docker-compose is not installed (apt-get install docker-compose)")
+    require(binary, "docker-compose", MONITORING_ENV, "apt-get install docker-compose")
+    assert binary is not None
     for extra in ([], ["--profile", "monitoring"]):
         result = subprocess.run(
             [binary, *extra, "config", "--services"],

@@ -24,6 +24,8 @@ from matchcast.load._dashboard import Dashboard
 from matchcast.load._live_metrics import LoadMetrics
 from matchcast.load._outputs import live_outputs
 from matchcast.load._report_html import HtmlReport
+from tests._require import require
+from tests.test_docker_compose import MONITORING_ENV
 from tests.test_load_dashboard import REPORT, row
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -198,8 +200,8 @@ async def test_the_metrics_answer_only_loopback_host_names(metrics: LoadMetrics)
 
 def _promtool() -> str:
     found = os.environ.get("MATCHCAST_PROMTOOL") or shutil.which("promtool")
-    if found is None:
-        pytest.skip("promtool is not installed (Debian: apt-get install prometheus)")
+    require(found, "promtool", MONITORING_ENV, "apt-get install prometheus")
+    assert found is not None
     return found
 
 
