@@ -100,7 +100,7 @@ async def test_a_browser_gets_the_history_then_each_second_then_the_end(
         await dashboard.finish(REPORT)
         ((kind, end),) = await read_events(resp, 1)
         assert kind == "end"
-        assert end["status"] == "finished"
+        assert end["status"] == "failed (1 check)"
         assert end["checks passed"] == "1/2"
 
 
@@ -225,9 +225,14 @@ async def test_a_taken_port_raises_and_close_is_safe() -> None:
     await first.close()
 
 
-def test_headline_marks_aborted_and_interrupted_runs() -> None:
-    assert headline({"aborted": True})["status"] == "aborted"
+def test_headline_says_how_the_run_ended() -> None:
+    assert headline({"aborted": {"check": "lost == 0"}})["status"] == "aborted"
     assert headline({"interrupted": True}) == {"status": "interrupted"}
+    assert headline({}) == {"status": "finished"}
+    passed = [{"check": "lost == 0", "passed": True}]
+    assert headline({"checks": passed}) == {"status": "passed", "checks passed": "1/1"}
+    failed = [{"passed": False}, {"passed": False}, {"passed": True}]
+    assert headline({"checks": failed})["status"] == "failed (2 checks)"
     assert headline(REPORT)["latency p99 ms"] == 4.0
 
 

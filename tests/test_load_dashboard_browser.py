@@ -19,7 +19,7 @@ pytestmark = pytest.mark.browser
 _browser_available = _set_up._browser_available
 browser = _set_up.browser
 
-CHARTS = ("throughput", "latency", "lag", "loss", "live")
+CHARTS = ("throughput", "latency", "lag", "loss", "live", "conns")
 
 
 @pytest.fixture
@@ -97,7 +97,8 @@ async def test_the_charts_draw_and_grow_while_seconds_arrive(
     from playwright.async_api import expect
 
     await expect(page.locator("body")).to_have_attribute("data-state", "finished")
-    assert "1/2" in (await page.text_content("#summary") or "")
+    summary = await page.text_content("#summary") or ""
+    assert "failed (1 check)" in summary and "1/2" in summary
     assert errors == []
 
 
@@ -151,6 +152,6 @@ async def test_the_html_report_of_a_report_without_the_live_keys_draws_what_it_h
     for chart in ("throughput", "latency"):
         assert await page.get_attribute(f"#chart-{chart}", "data-empty") == "false"
         assert await _drawn(page, chart), chart
-    for chart in ("lag", "loss", "live"):
+    for chart in ("lag", "loss", "live", "conns"):
         assert await page.get_attribute(f"#chart-{chart}", "data-empty") == "true"
         assert await page.is_visible(f"#chart-{chart} .empty-note")

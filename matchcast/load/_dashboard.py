@@ -98,11 +98,17 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
     sender = report.get("sender") or {}
     delivery = report.get("delivery") or {}
     latency = report.get("latency_ms") or {}
+    checks = [c for c in report.get("checks") or [] if isinstance(c, dict)]
+    failed = sum(1 for c in checks if not c.get("passed"))
     status = "finished"
     if report.get("aborted"):
         status = "aborted"
     elif report.get("interrupted"):
         status = "interrupted"
+    elif failed:
+        status = f"failed ({failed} check{'s' if failed > 1 else ''})"
+    elif checks:
+        status = "passed"
     out: dict[str, Any] = {"status": status}
     for name, value in (
         ("sent events/s", sender.get("achieved_events_per_s")),
@@ -117,10 +123,8 @@ def headline(report: dict[str, Any]) -> dict[str, Any]:
     ):
         if value is not None:
             out[name] = value
-    checks = report.get("checks")
-    if isinstance(checks, list) and checks:
-        passed = sum(1 for c in checks if isinstance(c, dict) and c.get("passed"))
-        out["checks passed"] = f"{passed}/{len(checks)}"
+    if checks:
+        out["checks passed"] = f"{len(checks) - failed}/{len(checks)}"
     return out
 
 

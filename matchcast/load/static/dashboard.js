@@ -12,8 +12,9 @@
     { id: "lag", title: "Sender lag behind its schedule (ms)", series: [["sender_lag_ms", "sender lag"]] },
     { id: "loss", title: "Lost, duplicates, reordered (so far)",
       series: [["lost", "lost"], ["duplicates", "duplicates"], ["reordered", "reordered"]] },
-    { id: "live", title: "Live matches, subscribers, connections",
-      series: [["live_matches", "live matches"], ["subscribers", "subscribers"], ["connections", "connections"]] }
+    { id: "live", title: "Live matches", series: [["live_matches", "live matches"]] },
+    { id: "conns", title: "Subscribers and connections",
+      series: [["subscribers", "subscribers"], ["connections", "connections"]] }
   ];
   var NODE_CHARTS = [
     { id: "node_delivered", title: "Delivered per node (events/s)", field: "delivered" },
