@@ -122,8 +122,11 @@ async def test_rows_out_of_order_or_without_t_are_left_out(dashboard: Dashboard)
     dashboard.second({"t": "4"})
     dashboard.second(row(1))
     dashboard.second(row(4))
+    cyclic = row(5)
+    cyclic["nodes"] = {"n": cyclic}
+    dashboard.second(cyclic)
     assert [t for t, _ in dashboard.rows] == [3, 4]
-    assert dashboard.refused_rows == 3
+    assert dashboard.refused_rows == 4
 
 
 async def test_the_page_its_files_and_the_json_are_served(dashboard: Dashboard) -> None:

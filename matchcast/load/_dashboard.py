@@ -306,7 +306,12 @@ class Dashboard:
             self.refused_rows += 1
             _log.warning("dashboard.row_refused", t=repr(t)[:40], last_t=self.last_t)
             return
-        data = _dumps(row)
+        try:
+            data = _dumps(row)
+        except (TypeError, ValueError, RecursionError) as err:  # JSON cannot hold it (a cycle)
+            self.refused_rows += 1
+            _log.warning("dashboard.row_refused", t=t, error=str(err)[:200])
+            return
         self.rows.append((t, data))
         self.last_t = t
         frame = _frame("second", data, t)
@@ -378,8 +383,8 @@ class Dashboard:
             if self.summary is not None:
                 await response.write(_frame("end", _dumps(self.summary)))
             await self._drain(stream, response)
-        except (ConnectionError, asyncio.CancelledError):
-            pass
+        except ConnectionError:
+            pass  # the browser went away
         finally:
             self._streams.discard(stream)
         return response
