@@ -31,7 +31,7 @@ OPTIONS = ("--dashboard", "--metrics-port", "--report-html")
 
 @pytest.fixture(scope="module")
 def _wired() -> None:
-    help_text = CliRunner().invoke(app, ["load", "--help"], terminal_width=200).output
+    help_text = CliRunner().invoke(app, ["load", "--help-all"], terminal_width=200).output
     missing = [o for o in OPTIONS if o not in help_text]
     if missing:
         pytest.skip(f"matchcast load has no {', '.join(missing)} yet")
