@@ -248,6 +248,7 @@ def test_the_html_report_is_self_contained() -> None:
     assert "uPlot" in page
     assert page.count("</script>") == 3  # the data, the library, the charts: nothing else closes
     assert "<i>run</i>" not in page
+    assert "default-src 'none'" in page  # it may fetch nothing
     start = page.index("window.MATCHCAST_REPORT = ") + len("window.MATCHCAST_REPORT = ")
     data = json.loads(page[start : page.index(";</script>", start)])
     assert data["seconds"][0]["nodes"] == {"</script><b>": {"delivered": 1}}

@@ -122,6 +122,7 @@ async def test_the_html_report_draws_from_disk(browser: Any, tmp_path: Path) -> 
     page = await browser.new_page(viewport={"width": 1280, "height": 900})
     errors: list[str] = []
     page.on("pageerror", lambda err: errors.append(str(err)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
     requests: list[str] = []
     page.on("request", lambda req: requests.append(req.url))
     await page.goto(path.as_uri())

@@ -24,6 +24,12 @@ __all__ = ["HtmlReport", "check_html_path", "render_report_html", "write_report_
 _log = structlog.get_logger("matchcast.load.report_html")
 
 
+_CSP = (
+    '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+    "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">"
+)
+
+
 def _script_json(doc: object) -> str:
     """JSON safe inside a <script> element: no ``</script>``, no ``<!--``."""
     text = json.dumps(jsonable(doc), separators=(",", ":"), default=str)
@@ -42,6 +48,8 @@ def render_report_html(report: dict[str, Any], title: str = "matchcast load repo
         "summary": headline(report),
     }
     page = static_file("dashboard.html").replace("{{title}}", html.escape(title))
+    # The file fetches nothing and runs only its own inline scripts, wherever it is opened.
+    page = page.replace('<meta charset="utf-8">', f'<meta charset="utf-8">\n{_CSP}', 1)
     styles = static_file("uPlot.min.css") + "\n" + static_file("dashboard.css")
     page = page.replace(
         '<link rel="stylesheet" href="static/uPlot.min.css">\n'
