@@ -26,8 +26,11 @@ def _compose() -> dict:  # type: ignore[type-arg]
 
 
 def test_services_broker_replayer_and_scoreboard() -> None:
+    """Four services by default; Prometheus and Grafana only in the monitoring profile."""
     services = _compose()["services"]
-    assert set(services) == {"mosquitto-passwd", "mosquitto", "replayer", "scoreboard"}
+    default = {name for name, svc in services.items() if "profiles" not in svc}
+    assert default == {"mosquitto-passwd", "mosquitto", "replayer", "scoreboard"}
+    assert set(services) - default == {"prometheus", "grafana"}
     assert services["mosquitto"]["image"].startswith("eclipse-mosquitto:2")
     assert services["mosquitto-passwd"]["image"] == services["mosquitto"]["image"]
 
@@ -180,3 +183,60 @@ def test_the_healthcheck_logs_in_and_reads_the_uptime(password: str, healthy: bo
     finally:
         broker.stop()
     assert (result.returncode == 0) is healthy, result.stderr
+
+
+MONITORING = ("prometheus", "grafana")
+#: Makes docker-compose and promtool mandatory for the monitoring profile's checks.
+MONITORING_ENV = "MATCHCAST_REQUIRE_MONITORING"
+
+
+def test_monitoring_is_a_profile_listening_on_loopback_only() -> None:
+    """On the host's network (so the load process keeps /metrics on 127.0.0.1), each
+    listening on 127.0.0.1, with Prometheus scraping the port docs/load.md uses."""
+    services = _compose()["services"]
+    for name in MONITORING:
+        svc = services[name]
+        assert svc["profiles"] == ["monitoring"], name
+        assert svc["network_mode"] == "host", name
+        assert "ports" not in svc, name
+    assert "--web.listen-address=127.0.0.1:9090" in services["prometheus"]["command"]
+    assert services["grafana"]["environment"]["GF_SERVER_HTTP_ADDR"] == "127.0.0.1"
+    scrape = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+    targets = {
+        job["job_name"]: job["static_configs"][0]["targets"] for job in scrape["scrape_configs"]
+    }
+    assert targets["matchcast-load"] == ["127.0.0.1:9464"]
+    assert "--metrics-port 9464" in (ROOT / "docs/load.md").read_text()
+    datasource = (ROOT / "deploy/grafana/provisioning/datasources/prometheus.yml").read_text()
+    assert "url: http://127.0.0.1:9090" in datasource
+
+
+def test_the_monitoring_files_mounted_exist() -> None:
+    services = _compose()["services"]
+    for name in MONITORING:
+        for volume in services[name]["volumes"]:
+            source = volume.split(":")[0]
+            if source.startswith("./"):
+                assert (ROOT / source).exists(), (name, source)
+    assert "prometheus-data" in _compose()["volumes"]
+    assert (ROOT / "deploy/grafana/dashboards/matchcast-load.json").is_file()
+
+
+def test_docker_compose_accepts_the_file_with_and_without_the_profile() -> None:
+    """``docker-compose config`` (Debian's 1.29 reads profiles) where it is installed."""
+    from tests._require import require
+
+    binary = shutil.which("docker-compose")
+    require(binary, "docker-compose", MONITORING_ENV, "apt-get install docker-compose")
+    assert binary is not None
+    for extra in ([], ["--profile", "monitoring"]):
+        result = subprocess.run(
+            [binary, *extra, "config", "--services"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert {"mosquitto", "prometheus", "grafana"} <= set(result.stdout.split())
