@@ -61,6 +61,18 @@ _SCALE = "Scale out"
 _OUT = OUTPUT_PANEL
 
 
+def _metrics_port(**extra: Any) -> Any:
+    """``--metrics-port`` of load and load-consumer (declared once)."""
+    help_text = "Serve Prometheus /metrics here."
+    return typer.Option("--metrics-port", parser=PORT, metavar="PORT", help=help_text, **extra)
+
+
+def _metrics_addr(**extra: Any) -> Any:
+    """``--metrics-addr`` of load and load-consumer (declared once)."""
+    help_text = "Address for the metrics server."
+    return typer.Option("--metrics-addr", metavar="ADDRESS", help=help_text, **extra)
+
+
 # The outputs ``load`` and ``load merge`` both write; the help of each says what it holds.
 def _report_option(help_text: str) -> Any:
     return typer.Option("--report", metavar="FILE", help=help_text, rich_help_panel=_OUT)
@@ -395,6 +407,33 @@ def load(
             **rare(_OUT),
         ),
     ] = False,
+    dashboard: Annotated[
+        int | None,
+        typer.Option(
+            "--dashboard",
+            parser=PORT,
+            metavar="PORT",
+            help="Serve live charts of the run on http://127.0.0.1:PORT/ (0: a free port).",
+            **rare(_OUT),
+        ),
+    ] = None,
+    dashboard_host: Annotated[
+        str,
+        typer.Option(
+            "--dashboard-host", metavar="ADDRESS", help="Address for the dashboard.", **rare(_OUT)
+        ),
+    ] = "127.0.0.1",
+    report_html: Annotated[
+        Path | None,
+        typer.Option(
+            "--report-html",
+            metavar="FILE",
+            help="Write the charts of the run into one self-contained HTML file.",
+            **rare(_OUT),
+        ),
+    ] = None,
+    load_metrics_port: Annotated[int | None, _metrics_port(**rare(_OUT))] = None,
+    load_metrics_addr: Annotated[str, _metrics_addr(**rare(_OUT))] = "127.0.0.1",
     verbose: VerboseOpt = 0,
     log_format: LogFmtOpt = "auto",
     help_all: HelpAllOpt = False,
@@ -409,12 +448,26 @@ def load(
         return
     if live not in ("terminal", "json", "none"):
         fail(f"--live {live!r}: terminal, json or none", 2)
+    from matchcast.load._outputs import live_outputs  # noqa: PLC0415
+
+    try:
+        sinks = tuple(
+            live_outputs(
+                dashboard=dashboard,
+                dashboard_host=dashboard_host,
+                report_html=report_html,
+                metrics_port=load_metrics_port,
+                metrics_addr=load_metrics_addr,
+            )
+        )
+    except ValueError as err:
+        fail(str(err), 2)
     args = _args(locals())
     console = Console(stderr=True)
     try:
         args = args.honest()
         plan = _plan(args)
-        result, run = _execute(args, plan, console, live, checks, abort_on_fail, check_delay)
+        result, run = _execute(args, plan, console, live, checks, abort_on_fail, check_delay, sinks)
         if run is not None:
             _write_ground_truth(run, plan.chaos, seed, chaos_log, truth)
         out = Console(stderr=live == "json")
@@ -462,6 +515,7 @@ def _execute(
     checks: list[Any],
     abort_on_fail: bool,
     check_delay: float,
+    sinks: tuple[Any, ...] = (),
 ) -> tuple[dict[str, Any], Any]:
     from matchcast.load import LiveOptions, Runtime, execute  # noqa: PLC0415
 
@@ -470,6 +524,7 @@ def _execute(
 
     runtime = Runtime(run=run_command, console=console, brokers=brokers)
     options = LiveOptions(
+        sinks=sinks,
         live=live if args.progress or live != "terminal" else "none",
         checks=tuple(checks),
         check_delay_s=check_delay,
@@ -585,16 +640,8 @@ def consume(
             "--shared-group", metavar="NAME", help="Join $share/NAME/... (a consumer group)."
         ),
     ] = None,
-    metrics_port: Annotated[
-        int | None,
-        typer.Option(
-            "--metrics-port", parser=PORT, metavar="PORT", help="Serve Prometheus /metrics here."
-        ),
-    ] = None,
-    metrics_addr: Annotated[
-        str,
-        typer.Option("--metrics-addr", metavar="ADDRESS", help="Address for the metrics server."),
-    ] = "127.0.0.1",
+    metrics_port: Annotated[int | None, _metrics_port()] = None,
+    metrics_addr: Annotated[str, _metrics_addr()] = "127.0.0.1",
     report_state: Annotated[
         bool,
         typer.Option("--report-state/--no-report-state", help="Publish its state at each change."),
