@@ -609,20 +609,6 @@ class Shot(BaseEvent):
 
     added_in = "1.4"
     style = "shot"
-    example = Example(
-        seq=60,
-        clock=MatchClock.at(51),
-        at=50.5,
-        fields={
-            "shot_id": "s-60",
-            "team": "RED",
-            "player": "Tom Carter",
-            "outcome": "saved",
-            "xg": 0.21,
-            "body_part": "right_foot",
-            "inside_box": True,
-        },
-    )
 
     type: Literal["shot"] = "shot"
     shot_id: str = Field(min_length=1, description="Stable id; a save and a goal name it")
@@ -649,12 +635,6 @@ class Save(BaseEvent):
     """The keeper stops a shot on target (1.4); names the shot by ``shot_id``."""
 
     added_in = "1.4"
-    example = Example(
-        seq=61,
-        clock=MatchClock.at(51),
-        at=50.5,
-        fields={"team": "BLU", "keeper": "Ola Lind", "shot_id": "s-60"},
-    )
 
     type: Literal["save"] = "save"
     team: TeamCode = Field(description="The keeper's team")
@@ -670,7 +650,6 @@ class Corner(BaseEvent):
 
     added_in = "1.4"
     counted_only = True
-    example = Example(seq=62, clock=MatchClock.at(52), at=51.1, fields={"team": "RED"})
 
     type: Literal["corner"] = "corner"
     team: TeamCode = Field(description="The team taking the corner")
@@ -683,12 +662,6 @@ class Foul(BaseEvent):
 
     added_in = "1.4"
     counted_only = True
-    example = Example(
-        seq=80,
-        clock=MatchClock.at(67),
-        at=66.3,
-        fields={"foul_id": "f-80", "team": "BLU", "player": "Jonas Berg"},
-    )
 
     type: Literal["foul"] = "foul"
     foul_id: str = Field(min_length=1, description="Stable id; a card or a penalty names it")
@@ -701,9 +674,6 @@ class Offside(BaseEvent):
 
     added_in = "1.4"
     counted_only = True
-    example = Example(
-        seq=70, clock=MatchClock.at(60), at=59.2, fields={"team": "RED", "player": "Tom Carter"}
-    )
 
     type: Literal["offside"] = "offside"
     team: TeamCode = Field(description="The team caught offside")

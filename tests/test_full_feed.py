@@ -212,3 +212,42 @@ def test_a_goal_ruled_out_event_without_stats_changes_only_the_score() -> None:
         score={"AAA": 0, "BBB": 0},
     )
     assert apply(state, out).stats == {}
+
+
+def test_the_semifinal_stats_agree_with_the_article() -> None:
+    """Its goals (two headers, each after its shot), and Argentina battering away from 55'
+    to 86' with 88% of the ball: nearly all the shots of that stretch are theirs."""
+    from simulator import resolve_matches
+
+    match = resolve_matches("semifinal")[0]
+    events = [s.event for s in expand(match)]
+    state = replay_state(match.match_id, events)
+    arg, eng = state.stats["ARG"], state.stats["ENG"]
+    assert (arg.shots, arg.on_target, eng.shots, eng.on_target) == (22, 8, 8, 3)
+    assert arg.xg > 2 * eng.xg and arg.corners > 3 * eng.corners
+    shots = [e for e in events if isinstance(e, Shot)]
+    goals = [e for e in events if isinstance(e, Goal)]
+    assert [e.shot_id for e in goals] == [s.shot_id for s in shots if s.outcome == "goal"]
+    headers = [s for s in shots if s.outcome == "goal" and s.body_part == "head"]
+    assert [s.player for s in headers] == ["Enzo Fernández", "Lautaro Martínez"]
+    siege = [s for s in shots if 55 < s.clock.minute < 86 and s.clock.period == 2]
+    assert sum(s.team == "ARG" for s in siege) >= 10 * sum(s.team == "ENG" for s in siege) > 0
+    told = {"goal", "possession"}
+    assumed = [i for i in match.timeline if i.type not in told]
+    assert all(i.source == "assumption" and i.note for i in assumed)
+
+
+def test_the_tickers_show_shots_on_target_and_saves() -> None:
+    events = _events(_match(*_FULL))
+    state = MatchState.new("feed-test")
+    lines = []
+    for e in events:
+        state = apply(state, e)
+        said = e.commentary(state)
+        if said is not None and e.type in ("shot", "save", "corner", "foul", "offside"):
+            lines.append(said.terminal)
+    assert lines == [
+        "12'    SHOT  Ann (AAA), on target, saved, xG 0.12",
+        "12'    SAVE  Bo (BBB)",
+        "61'    SHOT  Cy (BBB), hits the woodwork, xG 0.76",
+    ]
