@@ -403,7 +403,8 @@ class _Cast:
         self.goal_ids[id(m)] = goal_id
         if review is not None:
             self.goal_ids[id(review)] = goal_id
-        incident = {"type": "goal", "id": goal_id, "team": own.code, "scorer": name}
+        incident: dict[str, Any] = {"type": "goal", "id": goal_id, "team": own.code}
+        incident["scorer"] = name
         if method != "own_goal":
             incident["shot"] = self.goal_shot(method)
         return incident | {"method": method}

@@ -18,6 +18,7 @@ import datetime as dt
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
@@ -64,6 +65,7 @@ __all__ = [
     "CornerIncident",
     "DisallowedIncident",
     "Expansion",
+    "Feed",
     "FoulIncident",
     "GoalDisallowedIncident",
     "GoalIncident",
@@ -83,6 +85,7 @@ __all__ = [
     "Team",
     "VarReviewIncident",
     "Venue",
+    "in_feed",
     "lean_match",
     "load_match",
     "parse_match",
@@ -728,11 +731,26 @@ class Match(_Spec):
         return {p.period: PERIOD_BOUNDS[p.period] for p in self.periods}
 
 
+class Feed(StrEnum):
+    """Which events a replay sends (``--feed``): ``full``, every event of wire 1.4 (shots,
+    saves, corners, fouls, offsides, penalties awarded, as far as the match has them), or
+    ``lean``, the events of wire 1.3."""
+
+    full = "full"
+    lean = "lean"
+
+
+def in_feed(match: Match, feed: Feed | str) -> Match:
+    """``match`` as ``feed`` carries it: itself for the full feed, :func:`lean_match` for the
+    lean one."""
+    return lean_match(match) if Feed(feed) is Feed.lean else match
+
+
 def lean_match(match: Match) -> Match:
     """``match`` as the lean feed carries it (``--feed lean``): the events of wire 1.3, no
     shots, saves, corners, fouls, offsides or penalties awarded, no ``shot`` on a goal and no
     ``foul`` on a card. The score, the cards and the rest of the match are unchanged."""
-    timeline = []
+    timeline: list[Incident] = []
     for inc in match.timeline:
         if inc.full_feed:
             continue
