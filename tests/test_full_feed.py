@@ -251,3 +251,46 @@ def test_the_tickers_show_shots_on_target_and_saves() -> None:
         "12'    SAVE  Bo (BBB)",
         "61'    SHOT  Cy (BBB), hits the woodwork, xG 0.76",
     ]
+
+
+def test_replay_feed_lean_sends_the_events_of_wire_1_3() -> None:
+    from tests._cli import run_cli
+    from matchcast.transport.broker import free_port
+
+    full = run_cli("replay", "--speed", "max", "--port", str(free_port()), "--log-format", "json")
+    assert full.code == 0, full.stderr
+    assert "wc2026-sf-arg-eng: ARG 2-1 ENG (191 events, seq 1-191)" in full.stdout
+    lean = run_cli(
+        "replay", "--feed", "lean", "--speed", "max", "--port", str(free_port()),
+        "--log-format", "json",
+    )  # fmt: skip
+    assert lean.code == 0, lean.stderr
+    assert "wc2026-sf-arg-eng: ARG 2-1 ENG (106 events, seq 1-106)" in lean.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("replay", "--feed", "rich"), "must be full or lean, not 'rich'"),
+        (("demo", "--feed", "LEANER"), "must be full or lean"),
+    ],
+)
+def test_a_feed_that_is_neither_is_refused(args: tuple[str, ...], message: str) -> None:
+    from tests._cli import run_cli
+
+    result = run_cli(*args)
+    assert result.code == 2 and message in result.stderr, result.stderr
+
+
+def test_a_recording_is_not_made_lean(tmp_path: Any) -> None:
+    """A recording replays the events it recorded: the lean feed refuses it, exit 2."""
+    from events import encode_event
+    from simulator import resolve_matches
+    from tests._cli import run_cli
+
+    path = tmp_path / "r.jsonl"
+    events = [s.event for s in expand(resolve_matches("semifinal")[0])]
+    path.write_bytes(b"".join(encode_event(e) + b"\n" for e in events))
+    result = run_cli("replay", str(path), "--feed", "lean", "--speed", "max")
+    assert result.code == 2, result.stderr
+    assert "a recording replays the events it recorded" in result.stderr
