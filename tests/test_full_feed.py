@@ -254,8 +254,8 @@ def test_the_tickers_show_shots_on_target_and_saves() -> None:
 
 
 def test_replay_feed_lean_sends_the_events_of_wire_1_3() -> None:
-    from tests._cli import run_cli
     from matchcast.transport.broker import free_port
+    from tests._cli import run_cli
 
     full = run_cli("replay", "--speed", "max", "--port", str(free_port()), "--log-format", "json")
     assert full.code == 0, full.stderr

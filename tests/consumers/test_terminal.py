@@ -124,3 +124,27 @@ async def test_replayer_statuses_of_matches_not_shown_are_bounded() -> None:
     assert len(view._offline) == MAX_MATCHES
     view._on_state(replay_state(events[0].match_id, events[:8]))
     assert "replayer offline: no more events coming" in _screen(view)
+
+
+async def test_watch_shows_the_stats_on_one_line_and_prints_it_at_the_breaks() -> None:
+    """On a terminal, under the score; in a pipe, at half time and full time."""
+    out = io.StringIO()
+    view = TerminalView(Console(file=out, force_terminal=False, width=200))
+    async with Harness(view.subscriber) as h:
+        await h.play()
+    line = "shots 22-8 · on target 8-3 · xG 2.16-0.72 · corners 11-3 · fouls 12-16 · offsides 3-2"
+    assert line in _screen(view)
+    printed = [p for p in out.getvalue().splitlines() if "STATS" in p]
+    assert len(printed) == 2 and printed[-1] == f"{'':<7}STATS  {line}"
+    assert printed[0].startswith(f"{'':<7}STATS  shots 5-3 · on target 1-1")  # half time
+
+
+async def test_a_lean_feed_shows_no_stats_line() -> None:
+    from simulator import expand, lean_match, resolve_matches
+
+    events = [s.event for s in expand(lean_match(resolve_matches("semifinal")[0]))]
+    out = io.StringIO()
+    view = TerminalView(Console(file=out, force_terminal=False))
+    async with Harness(view.subscriber) as h:
+        await h.play(events)
+    assert "STATS" not in out.getvalue() and "shots" not in _screen(view)
