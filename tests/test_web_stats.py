@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
-from events import Event, MatchState, apply
+from events import MatchState, apply, replay_state
 from matchcast.web import Hub, WebServer
 from matchcast.web._view import page_view, timeline_x, xg_point
 from simulator import expand, lean_match, resolve_matches
 from tests import test_web_browser as _set_up
 from tests.test_web_browser import _wait_text
+from tests.test_web_page_states import _feed
 
 # The system Chromium, as test_web_browser.py launches it (skipped where it is missing).
 _browser_available = _set_up._browser_available
@@ -25,19 +26,8 @@ SEMI = resolve_matches("semifinal")[0]
 EVENTS = [s.event for s in expand(SEMI)]
 
 
-def _feed(hub: Hub, events: list[Event], state: MatchState | None = None) -> MatchState:
-    state = state or MatchState.new(events[0].match_id)
-    for e in events:
-        state = apply(state, e)
-        hub.publish(e, state)
-    return state
-
-
 def _final() -> MatchState:
-    state = MatchState.new(SEMI.match_id)
-    for e in EVENTS:
-        state = apply(state, e)
-    return state
+    return replay_state(SEMI.match_id, EVENTS)
 
 
 def test_the_view_has_a_row_per_stat_home_first() -> None:
