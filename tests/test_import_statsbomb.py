@@ -172,7 +172,10 @@ def test_a_shootout_in_period_5_becomes_kicks(tmp_path: Path) -> None:
             break  # 3-0 with two kicks left each: decided
     match = import_statsbomb([_write(tmp_path, events)], date=DATE)
     assert match.result.shootout == {"BAR": 3, "GIR": 0}
-    assert _final(match).winner == "BAR"
+    final = _final(match)
+    assert final.winner == "BAR"
+    # A shoot-out kick is no match shot: the stats are those of the 120 minutes.
+    assert (final.stats["BAR"].shots, final.stats["GIR"].shots) == (20, 7)
 
 
 @pytest.mark.parametrize(
