@@ -294,3 +294,12 @@ def test_a_recording_is_not_made_lean(tmp_path: Any) -> None:
     result = run_cli("replay", str(path), "--feed", "lean", "--speed", "max")
     assert result.code == 2, result.stderr
     assert "a recording replays the events it recorded" in result.stderr
+
+
+def test_the_reducers_copy_of_a_stats_line_is_model_copys() -> None:
+    from events._state import _changed
+
+    line = TeamStats(shots=3, xg=0.4)
+    fast, slow = _changed(line, {"shots": 4}), line.model_copy(update={"shots": 4})
+    assert fast == slow and fast.model_fields_set == slow.model_fields_set
+    assert fast.model_dump_json() == slow.model_dump_json() and line.shots == 3
