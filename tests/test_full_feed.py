@@ -253,17 +253,15 @@ def test_the_tickers_show_shots_on_target_and_saves() -> None:
     ]
 
 
-def test_replay_feed_lean_sends_the_events_of_wire_1_3() -> None:
-    from matchcast.transport.broker import free_port
+@pytest.mark.mosquitto
+def test_replay_feed_lean_sends_the_events_of_wire_1_3(mosquitto_url: Any, topics: Any) -> None:
     from tests._cli import run_cli
 
-    full = run_cli("replay", "--speed", "max", "--port", str(free_port()), "--log-format", "json")
+    where = ("--broker", f"mqtt://{mosquitto_url.host}:{mosquitto_url.port}", "--root", topics.root)
+    full = run_cli("replay", "--speed", "max", *where, "--log-format", "json")
     assert full.code == 0, full.stderr
     assert "wc2026-sf-arg-eng: ARG 2-1 ENG (191 events, seq 1-191)" in full.stdout
-    lean = run_cli(
-        "replay", "--feed", "lean", "--speed", "max", "--port", str(free_port()),
-        "--log-format", "json",
-    )  # fmt: skip
+    lean = run_cli("replay", "--feed", "lean", "--speed", "max", *where, "--log-format", "json")
     assert lean.code == 0, lean.stderr
     assert "wc2026-sf-arg-eng: ARG 2-1 ENG (106 events, seq 1-106)" in lean.stdout
 
