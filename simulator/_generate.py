@@ -25,11 +25,14 @@ The same seed and teams give the same match, byte for byte, on any machine (one
   stream of their own, so the goals, cards, substitutions and timings of a seed are those of
   its lean feed (``--feed lean``).
 
-The full feed's rates are the ones typical of top-level men's football, as the data
-providers' season tables give them per match (Opta's, as FBref publishes them for the big five
-European leagues: 24-26 shots, 8-9 on target, 9-11 corners, 21-26 fouls, 3-5 offsides a match),
-and match with StatsBomb match 15986 (Barcelona 2-2 Girona, 2018-19), whose counts
-``tests/test_generate.py`` checks fall within the simulator's spread.
+The full feed's rates are those typical of top-level men's football. Shots and shots on target:
+the Premier League's 2015-16 season averaged 25.8 shots a match, 8.4 on target (5.8 of them
+saved) and 2.7 goals (Opta's figures, as the Press Association reported them: "Here's what the
+average Premier League game looked like this season", aol.co.uk, 18 May 2016). Corners (10),
+fouls (23) and offsides (4) are the rates the project's issue gives for top-level football,
+unchecked against a published table here; StatsBomb match 15986 (Barcelona 2-2 Girona, La Liga
+2018-19: 10 corners, 28 fouls, 2 offsides) lies within the simulator's spread, which
+``tests/test_generate.py`` checks.
 
 Players are squad numbers (``ARG #9``): 1-11 start, 12-26 are the bench, 1, 12 and 23 keep goal.
 """
@@ -78,7 +81,8 @@ _SCORER_WEIGHT = {9: 6.0, 10: 4.0, 7: 4.0, 11: 4.0, 8: 2.0, 6: 1.5, 4: 1.0, 5: 1
 _TAKER_ORDER = (10, 9, 7, 11, 8, 6, 14, 19, 20, 21, 17, 18, 4, 5, 3, 2)
 
 #: The full feed per match of two average teams, both teams together (sources: the module's
-#: docstring). ``shots`` excludes the goals' shots (2.6 a match), so all shots come to 25.
+#: docstring). ``shots`` excludes the goals' shots (2.6 a match), so all shots come to 25;
+#: ``fouls`` excludes those a card or a penalty follows (about 4), so all fouls come to 23.
 FEED_RATES = {"shots": 22.4, "corners": 10.0, "fouls": 19.2, "offsides": 4.0}
 #: Minutes of a match those rates are spread over: 90 and the added time drawn above (3.5 in
 #: the first half, 6.5 in the second, on average).
