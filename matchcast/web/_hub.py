@@ -174,7 +174,7 @@ class Hub:
 
     Args:
         history: update frames kept per match for ``Last-Event-ID`` resume (the semi-final is
-            106 events; an older id gets the snapshot instead).
+            191 events in the full feed; an older id gets the snapshot instead).
         queue_size: live frames a browser may have waiting before it is dropped.
         clock: monotonic time in seconds; the running loop's by default.
     """
