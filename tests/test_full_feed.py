@@ -271,6 +271,7 @@ def test_replay_feed_lean_sends_the_events_of_wire_1_3(mosquitto_url: Any, topic
     [
         (("replay", "--feed", "rich"), "must be full or lean, not 'rich'"),
         (("demo", "--feed", "LEANER"), "must be full or lean"),
+        (("web", "--demo", "--feed", "thin"), "must be full or lean, not 'thin'"),
     ],
 )
 def test_a_feed_that_is_neither_is_refused(args: tuple[str, ...], message: str) -> None:
