@@ -236,7 +236,8 @@ def load_two_processes(url: BrokerURL, qos: int, n: int, size: int) -> dict[str,
     """`matchcast load --probe-workers 1`: the sender and the probe in two processes, as the
     C clients are (started through the command line; the rate is timed by the probe)."""
     report = load_cli(
-        url, "--matches", str(max(1, n // 106)), "--subscribers", "1", "--probe-workers", "1",
+        url, "--matches", str(max(1, n // _semifinal_events())), "--subscribers", "1",
+        "--probe-workers", "1",
         "--no-states", "--qos", str(qos), "--payload-size", str(size),
         "--root", f"bench-{uuid.uuid4().hex[:8]}",
     )  # fmt: skip
@@ -289,10 +290,18 @@ async def _runner_rate(
             "gaps": consumer.stats.gaps, "rejected": consumer.stats.rejected}  # fmt: skip
 
 
+def _semifinal_events() -> int:
+    """Events per match of ``matchcast load``'s default: the semi-final's stream."""
+    from matchcast.testing import match_events  # noqa: PLC0415
+
+    return len(match_events("semifinal"))
+
+
 async def runner_rate(url: BrokerURL, n: int, size: int) -> dict[str, float]:
     """The runner fed by ``matchcast load`` (Python, sharing the machine's cores)."""
     topics = Topics(f"bench-{uuid.uuid4().hex[:8]}")
-    matches = max(1, n // 106)
+    per_match = _semifinal_events()
+    matches = max(1, n // per_match)
 
     async def feed() -> None:
         feeder = await asyncio.create_subprocess_exec(
@@ -303,7 +312,7 @@ async def runner_rate(url: BrokerURL, n: int, size: int) -> dict[str, float]:
         )  # fmt: skip
         await feeder.wait()
 
-    return await _runner_rate(url, topics, matches * 106, feed, from_first_event=True)
+    return await _runner_rate(url, topics, matches * per_match, feed, from_first_event=True)
 
 
 def _event_lines(n: int, size: int, match_id: str) -> list[bytes]:
@@ -314,7 +323,7 @@ def _event_lines(n: int, size: int, match_id: str) -> list[bytes]:
     from matchcast.testing import match_events  # noqa: PLC0415
 
     # Without full time: a consumer refuses every event of a run after its full time, and the
-    # stream goes on far past the semi-final's 106 events.
+    # stream goes on far past the semi-final's events.
     template = [e for e in match_events("semifinal") if e.type != "full_time"]
     lines = []
     for i in range(n):

@@ -34,7 +34,7 @@ from matchcast.logs import configure_logging
 from matchcast.testing import Mosquitto, mosquitto_binary, wait_port
 from matchcast.transport.broker import free_port
 from matchcast.transport.connection import BrokerURL
-from simulator import ReplayOptions, resolve_matches
+from simulator import ReplayOptions, expand, resolve_matches
 
 SEMI = resolve_matches("semifinal")[0]
 
@@ -168,7 +168,7 @@ async def main(args: argparse.Namespace) -> int:
         broker.stop()
     p99 = max(r["p99"] for r in server_lat)
     print(
-        f"server bridge-to-client latency, {args.clients * 106} deliveries per round, worst round: "
+        f"server bridge-to-client latency, {args.clients * len(expand(SEMI))} deliveries per round, worst round: "
         f"p50 {max(r['p50'] for r in server_lat):.2f} ms, p99 {p99:.2f} ms, "
         f"max {max(r['max'] for r in server_lat):.2f} ms (target p99 < 50 ms); clients dropped: {dropped}"
     )

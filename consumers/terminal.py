@@ -1,7 +1,8 @@
 """The live terminal view: a scoreboard per match and a ticker of what happened.
 
-On a terminal it redraws in place with rich; elsewhere (a pipe, a log file) it prints one
-commentary line per event, so ``matchcast watch | tee`` stays readable.
+On a terminal it redraws in place with rich, the live match stats on a compact line under the
+score; elsewhere (a pipe, a log file) it prints one commentary line per event, and the stats
+line at half time, each break and full time, so ``matchcast watch | tee`` stays readable.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from consumers._runner import MAX_MATCHES
 from consumers._subscriber import Subscriber
 from consumers.printable import printable
 from consumers.scoreboard import Scoreboard, commentary
-from events import Event, MatchState, Possession, clip, facts
+from events import Event, FullTime, MatchState, PeriodEnd, Possession, clip, facts, stats_line
 
 __all__ = ["TerminalView"]
 
@@ -87,6 +88,9 @@ class TerminalView:
         line = commentary(event, state)
         if line is not None:
             self._say(printable(line))  # names on the wire may hold terminal controls
+        stats = stats_line(state)
+        if stats is not None and isinstance(event, PeriodEnd | FullTime):
+            self._say(f"{'':<7}STATS  {stats}")
         self._refresh()
 
     def _on_state(self, state: MatchState) -> None:
@@ -180,6 +184,9 @@ def _board(state: MatchState, possession_span: str | None = None, offline: bool 
     shootout = facts.shootout_result(state)
     if shootout is not None:
         body.append(Text(shootout, style="bold", justify="center"))
+    stats = stats_line(state)
+    if stats is not None:
+        body.append(Text(stats, justify="center"))
     if state.possession:
         poss = facts.possession(state)
         # The shares cover one stretch of play (the semi-final's 88/12 is 55'-86'), not the match.

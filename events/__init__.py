@@ -77,10 +77,12 @@ from events._state import (
     MatchState,
     MatchStatus,
     SequenceCheck,
+    TeamStats,
     apply,
     check_sequence,
     replay_state,
 )
+from events._stats_text import STAT_NAMES, stat_text, stats_line, stats_rows
 from events._topics import (
     DEFAULT_ROOT,
     LOAD_ROOT,
@@ -118,6 +120,7 @@ __all__ = [
     "PERIOD_BOUNDS",
     "QUOTE_LIMIT",
     "SPEED_RANGE",
+    "STAT_NAMES",
     "TOPIC_TREE",
     "VERIFY_ROOT",
     "BatchSource",
@@ -151,6 +154,7 @@ __all__ = [
     "Speed",
     "SubscribeDroppedError",
     "SubscribeRefusedError",
+    "TeamStats",
     "TopicKind",
     "TopicRole",
     "TopicSpec",
@@ -181,6 +185,9 @@ __all__ = [
     "replay_state",
     "replayer_id_problem",
     "shown",
+    "stat_text",
+    "stats_line",
+    "stats_rows",
     "topic_spec",
     "validation_problems",
     "whole_number",

@@ -38,10 +38,13 @@ if TYPE_CHECKING:
         Goal,
         GoalDisallowed,
         KickOff,
+        PenaltyAwarded,
         PeriodEnd,
         Possession,
         ReplayStopped,
+        Save,
         ShootoutKick,
+        Shot,
         Substitution,
         VarReview,
     )
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = [
     "GOAL_METHOD_NAMES",
     "GOAL_TAGS",
+    "SHOT_OUTCOME_WORDS",
     "Said",
     "describer",
     "describes",
@@ -64,6 +68,7 @@ __all__ = [
     "shootout_result",
     "short_score",
     "team_order",
+    "xg_text",
 ]
 
 
@@ -312,3 +317,39 @@ def _var_review(e: VarReview, state: MatchState) -> Said:
     why = f" ({clip(e.reason)})" if e.reason else ""
     checked = _VAR_REVIEWED[e.reviewed].capitalize()
     return Said("VAR", f"{checked} review, {who}: {_VAR_DECISIONS[e.decision]}{why}")
+
+
+#: How a shot ended, in a ticker's words.
+SHOT_OUTCOME_WORDS = MappingProxyType(
+    {
+        "goal": "scores",
+        "saved": "on target, saved",
+        "off_target": "off target",
+        "blocked": "blocked",
+        "woodwork": "hits the woodwork",
+    }
+)
+
+
+def xg_text(xg: float) -> str:
+    """Expected goals as every view writes them: ``0.23``."""
+    return f"{xg:.2f}"
+
+
+@describes("shot")
+def _shot(e: Shot, state: MatchState) -> Said | None:
+    if e.outcome not in ("saved", "woodwork"):
+        return None  # a goal has its own row; wide and blocked shots only count
+    what = SHOT_OUTCOME_WORDS[e.outcome]
+    return Said("SHOT", f"{clip(e.player)} ({e.team}), {what}, xG {xg_text(e.xg)}")
+
+
+@describes("save")
+def _save(e: Save, state: MatchState) -> Said:
+    return Said("SAVE", f"{clip(e.keeper)} ({e.team})")
+
+
+@describes("penalty_awarded")
+def _penalty_awarded(e: PenaltyAwarded, state: MatchState) -> Said:
+    who = f"{clip(e.player)} ({e.team}) fouled" if e.player else e.team
+    return Said("PENALTY AWARDED", who)

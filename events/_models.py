@@ -34,14 +34,18 @@ if TYPE_CHECKING:
 __all__ = [
     "EVENT_MODELS",
     "GOAL_METHOD_NAMES",
+    "ON_TARGET",
     "SCHEMA_VERSION",
     "BaseEvent",
+    "BodyPart",
     "Card",
     "ClockTick",
     "Commentary",
+    "Corner",
     "Event",
     "EventAdapter",
     "Example",
+    "Foul",
     "FullTime",
     "Goal",
     "GoalDisallowed",
@@ -49,13 +53,18 @@ __all__ = [
     "KickOff",
     "MatchId",
     "MatchInfo",
+    "Offside",
+    "PenaltyAwarded",
     "PeriodEnd",
     "Possession",
     "ReplayStopped",
     "RunId",
     "Said",
+    "Save",
     "Score",
     "ShootoutKick",
+    "Shot",
+    "ShotOutcome",
     "Substitution",
     "TeamCode",
     "TeamRef",
@@ -78,7 +87,7 @@ RunId = Annotated[
 ]
 
 #: Version of the wire schema, ``MAJOR.MINOR``. See docs/wire-format.md for the rule.
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 
 MatchId = Annotated[
     str,
@@ -187,6 +196,8 @@ class BaseEvent(_Frozen):
     style: ClassVar[str | None] = None
     #: Its example payload, for a type the bundled semi-final does not have.
     example: ClassVar[Example | None] = None
+    #: It only counts in the match stats and never has a ticker row (a corner, a foul).
+    counted_only: ClassVar[bool] = False
 
     schema_version: str = Field(
         default=SCHEMA_VERSION, pattern=r"^\d+\.\d+$", description="Wire schema MAJOR.MINOR"
@@ -266,6 +277,14 @@ class Goal(BaseEvent):
     method: GoalMethod | None = Field(default=None, description="How it was scored, where known")
     detail: str | None = Field(default=None, description="Free text: 'header from five yards'")
     score: Score = Field(description="Score after the goal")
+    shot_id: str | None = Field(
+        default=None,
+        min_length=1,
+        description=(
+            "The shot (outcome goal) it came from; none for an own goal, or where the feed "
+            "carries no shots (1.4)"
+        ),
+    )
 
     @classmethod
     def recalled(cls, goal: GoalRecord) -> Commentary:
@@ -317,13 +336,16 @@ class Card(BaseEvent):
         seq=81,
         clock=MatchClock.at(67),
         at=66.4,
-        fields={"team": "BLU", "player": "Jonas Berg", "card": "yellow"},
+        fields={"team": "BLU", "player": "Jonas Berg", "card": "yellow", "foul_id": "f-80"},
     )
 
     type: Literal["card"] = "card"
     team: TeamCode
     player: str = Field(min_length=1)
     card: Literal["yellow", "second_yellow", "red"]
+    foul_id: str | None = Field(
+        default=None, min_length=1, description="The foul it punished, where there is one (1.4)"
+    )
 
 
 class Substitution(BaseEvent):
@@ -435,6 +457,105 @@ class VarReview(BaseEvent):
     reason: str | None = Field(default=None, description="Why, for a person: 'offside'")
 
 
+# ---------------------------------------------------------------- the full feed (1.4)
+
+#: How a shot ended: in the net, saved by the keeper, wide or over, blocked by an outfield
+#: player, or off the post or bar (and out).
+ShotOutcome = Literal["goal", "saved", "off_target", "blocked", "woodwork"]
+#: The outcomes that count as a shot on target: the keeper had to save it, or it went in.
+ON_TARGET: frozenset[str] = frozenset({"goal", "saved"})
+BodyPart = Literal["right_foot", "left_foot", "head", "other"]
+
+
+class Shot(BaseEvent):
+    """An attempt at goal (1.4). Every goal other than an own goal follows its shot, whose
+    outcome is ``goal`` and which the goal names by ``shot_id``; a shoot-out kick is not a shot.
+    The tickers show the shots that reach the keeper or the woodwork; the others only count."""
+
+    added_in = "1.4"
+    style = "shot"
+
+    type: Literal["shot"] = "shot"
+    shot_id: str = Field(min_length=1, description="Stable id; a save and a goal name it")
+    team: TeamCode = Field(description="The shooting team")
+    player: str = Field(min_length=1)
+    outcome: ShotOutcome
+    xg: float = Field(ge=0, le=1, description="Expected goals: the chance it went in, 0-1")
+    body_part: BodyPart | None = Field(default=None, description="What it was struck with")
+    inside_box: bool | None = Field(default=None, description="Taken inside the penalty area")
+
+    @property
+    def on_target(self) -> bool:
+        """It went in or the keeper saved it."""
+        return self.outcome in ON_TARGET
+
+
+class Save(BaseEvent):
+    """The keeper stops a shot on target (1.4); names the shot by ``shot_id``."""
+
+    added_in = "1.4"
+
+    type: Literal["save"] = "save"
+    team: TeamCode = Field(description="The keeper's team")
+    keeper: str = Field(min_length=1)
+    shot_id: str = Field(min_length=1, description="The shot_id of the shot saved")
+
+
+class Corner(BaseEvent):
+    """A corner kick awarded to ``team`` (1.4). Counted, not shown in the tickers."""
+
+    added_in = "1.4"
+    counted_only = True
+
+    type: Literal["corner"] = "corner"
+    team: TeamCode = Field(description="The team taking the corner")
+    player: str | None = Field(default=None, min_length=1, description="The taker, where known")
+
+
+class Foul(BaseEvent):
+    """A foul given against ``team`` (1.4); a card for it names it by ``foul_id``. Counted,
+    not shown in the tickers (its card is)."""
+
+    added_in = "1.4"
+    counted_only = True
+
+    type: Literal["foul"] = "foul"
+    foul_id: str = Field(min_length=1, description="Stable id; a card or a penalty names it")
+    team: TeamCode = Field(description="The team that committed it")
+    player: str | None = Field(default=None, min_length=1, description="Who, where known")
+
+
+class Offside(BaseEvent):
+    """A player of ``team`` caught offside (1.4). Counted, not shown in the tickers."""
+
+    added_in = "1.4"
+    counted_only = True
+
+    type: Literal["offside"] = "offside"
+    team: TeamCode = Field(description="The team caught offside")
+    player: str | None = Field(default=None, min_length=1, description="Who, where known")
+
+
+class PenaltyAwarded(BaseEvent):
+    """A penalty kick given to ``team`` (1.4); its shot, and the goal if it goes in, follow.
+    Names the foul it punishes, where the feed has it."""
+
+    added_in = "1.4"
+    example = Example(
+        seq=95,
+        clock=MatchClock.at(79),
+        at=78.4,
+        fields={"team": "RED", "player": "Tom Carter", "foul_id": "f-94"},
+    )
+
+    type: Literal["penalty_awarded"] = "penalty_awarded"
+    team: TeamCode = Field(description="The team that takes it")
+    player: str | None = Field(
+        default=None, min_length=1, description="The player fouled, where known"
+    )
+    foul_id: str | None = Field(default=None, min_length=1, description="The foul it punishes")
+
+
 # ---------------------------------------------------------------- the union
 
 #: Every event type, for the type checker: add a new type's class here too (a test fails when
@@ -451,7 +572,13 @@ Event = Annotated[
     | ShootoutKick
     | FullTime
     | ReplayStopped
-    | VarReview,
+    | VarReview
+    | Shot
+    | Save
+    | Corner
+    | Foul
+    | Offside
+    | PenaltyAwarded,
     Field(discriminator="type"),
 ]
 

@@ -19,7 +19,9 @@ from events._models import (
     SCHEMA_VERSION,
     Card,
     ClockTick,
+    Corner,
     Event,
+    Foul,
     FullTime,
     Goal,
     GoalDisallowed,
@@ -27,12 +29,15 @@ from events._models import (
     KickOff,
     MatchId,
     MatchInfo,
+    Offside,
     PeriodEnd,
     Possession,
     ReplayStopped,
     RunId,
+    Save,
     Score,
     ShootoutKick,
+    Shot,
     TeamCode,
     TeamRef,
 )
@@ -43,6 +48,7 @@ __all__ = [
     "MatchState",
     "MatchStatus",
     "SequenceCheck",
+    "TeamStats",
     "apply",
     "check_sequence",
     "replay_state",
@@ -66,6 +72,7 @@ class GoalRecord(_Frozen):
     scorer: str
     method: GoalMethod | None = None
     detail: str | None = None
+    shot_id: str | None = Field(default=None, description="The shot it came from (1.4)")
 
 
 class CardRecord(_Frozen):
@@ -76,6 +83,26 @@ class CardRecord(_Frozen):
     team: TeamCode
     player: str
     card: Literal["yellow", "second_yellow", "red"]
+
+
+class TeamStats(_Frozen):
+    """A team's live match stats (1.4), counted from the events of the full feed: ``shot``,
+    ``save``, ``corner``, ``foul``, ``offside``. A goal ruled out takes its shot back off."""
+
+    shots: int = Field(default=0, ge=0, description="Shots, of every outcome")
+    on_target: int = Field(default=0, ge=0, description="Shots that went in or were saved")
+    xg: float = Field(default=0.0, ge=0, description="Expected goals: the shots' xg, summed")
+    corners: int = Field(default=0, ge=0)
+    fouls: int = Field(default=0, ge=0, description="Fouls committed")
+    offsides: int = Field(default=0, ge=0)
+    saves: int = Field(default=0, ge=0, description="Saves by its keeper")
+
+
+#: Expected goals are summed to three decimals, so adding a shot and taking it back off
+#: (a goal ruled out) gives back the very same number.
+_XG_PLACES = 3
+#: A team's stats before its first counted event (frozen: shared by every state).
+_NONE_YET = TeamStats()
 
 
 class MatchState(_Frozen):
@@ -107,6 +134,17 @@ class MatchState(_Frozen):
     winner: TeamCode | None = None
     info: MatchInfo | None = Field(
         default=None, description="Competition, stage, venue, kickoff, from kick_off (1.2)"
+    )
+    stats: dict[TeamCode, TeamStats] = Field(
+        default_factory=dict,
+        description="Live match stats per team, from the full feed; empty without it (1.4)",
+    )
+    scoring_shots: dict[str, float] = Field(
+        default_factory=dict,
+        description=(
+            "The xg of each shot that went in, by shot_id: what a goal ruled out takes back "
+            "off its team's stats (1.4)"
+        ),
     )
 
     @classmethod
@@ -210,7 +248,17 @@ def apply(state: MatchState, event: Event) -> MatchState:
     if type(event) is ClockTick:  # most events: first, and without the pattern matching
         return evolve(state, {"last_seq": event.seq, "clock": event.clock})
     base: dict[str, object] = {"last_seq": event.seq, "clock": event.clock}
-    match event:
+    match event:  # the full feed's counted events first: after the ticks, the most frequent
+        case Shot():
+            return evolve(state, base | _shot_counted(state, event))
+        case Save():
+            return evolve(state, base | _counted(state, event.team, "saves"))
+        case Corner():
+            return evolve(state, base | _counted(state, event.team, "corners"))
+        case Foul():
+            return evolve(state, base | _counted(state, event.team, "fouls"))
+        case Offside():
+            return evolve(state, base | _counted(state, event.team, "offsides"))
         case KickOff():
             score = state.score or {event.home.code: 0, event.away.code: 0}
             return evolve(
@@ -237,11 +285,13 @@ def apply(state: MatchState, event: Event) -> MatchState:
                 scorer=event.scorer,
                 method=event.method,
                 detail=event.detail,
+                shot_id=event.shot_id,
             )
             return evolve(state, {**base, "score": event.score, "goals": (*state.goals, record)})
         case GoalDisallowed():
             goals = tuple(g for g in state.goals if g.goal_id != event.goal_id)
-            return evolve(state, {**base, "score": event.score, "goals": goals})
+            changes = {**base, "score": event.score, "goals": goals}
+            return evolve(state, changes | _shot_withdrawn(state, event.goal_id))
         case Possession():
             return evolve(
                 state,
@@ -280,6 +330,70 @@ def apply(state: MatchState, event: Event) -> MatchState:
             return evolve(state, {**base, "status": "stopped"})
         case _:  # a type that changes nothing but the clock: a tick, a substitution, ...
             return evolve(state, base)
+
+
+def _changed(line: TeamStats, changes: dict[str, object]) -> TeamStats:
+    """``line.model_copy(update=changes)`` at a fraction of the cost, as :func:`evolve` does
+    (``tests/test_full_feed.py`` checks the two agree)."""
+    new = _new(TeamStats)
+    fields = line.__dict__.copy()
+    fields.update(changes)
+    _set(new, "__dict__", fields)
+    _set(new, "__pydantic_fields_set__", line.__pydantic_fields_set__ | changes.keys())
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
+
+
+def _team_stats(state: MatchState, team: str) -> tuple[dict[str, TeamStats], TeamStats]:
+    """A copy of the stats, with both teams (and ``team``) in it, and ``team``'s line."""
+    stats = dict(state.stats)
+    for code in (*(t.code for t in (state.home, state.away) if t), team):
+        if code not in stats:
+            stats[code] = _NONE_YET
+    return stats, stats[team]
+
+
+def _counted(state: MatchState, team: str, stat: str, by: int = 1) -> dict[str, object]:
+    stats, line = _team_stats(state, team)
+    stats[team] = _changed(line, {stat: getattr(line, stat) + by})
+    return {"stats": stats}
+
+
+def _shot_counted(state: MatchState, shot: Shot) -> dict[str, object]:
+    stats, line = _team_stats(state, shot.team)
+    xg = round(shot.xg, _XG_PLACES)
+    stats[shot.team] = _changed(
+        line,
+        {
+            "shots": line.shots + 1,
+            "on_target": line.on_target + shot.on_target,
+            "xg": round(line.xg + xg, _XG_PLACES),
+        },
+    )
+    if shot.outcome != "goal":
+        return {"stats": stats}
+    return {"stats": stats, "scoring_shots": {**state.scoring_shots, shot.shot_id: xg}}
+
+
+def _shot_withdrawn(state: MatchState, goal_id: str) -> dict[str, object]:
+    """A goal ruled out: its shot leaves its team's shots, shots on target and xg, so the
+    stats are those of the match as it stands (a goal ruled out is no attempt on goal)."""
+    goal = next((g for g in state.goals if g.goal_id == goal_id), None)
+    if goal is None or goal.shot_id not in state.scoring_shots or goal.team not in state.stats:
+        return {}
+    scoring = dict(state.scoring_shots)
+    xg = scoring.pop(goal.shot_id)
+    line = state.stats[goal.team]
+    withdrawn = _changed(
+        line,
+        {
+            "shots": max(0, line.shots - 1),
+            "on_target": max(0, line.on_target - 1),
+            "xg": max(0.0, round(line.xg - xg, _XG_PLACES)),
+        },
+    )
+    return {"stats": {**state.stats, goal.team: withdrawn}, "scoring_shots": scoring}
 
 
 def replay_state(match_id: str, events: list[Event] | tuple[Event, ...]) -> MatchState:

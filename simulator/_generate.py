@@ -15,7 +15,24 @@ The same seed and teams give the same match, byte for byte, on any machine (one
   three windows plus half time, and one more in extra time;
 - a goal ruled out after review in about one match in ten;
 - knockout matches level after 90 minutes go to extra time, and level after 120 to a
-  shoot-out (each kick scored with probability 0.75, five each then sudden death).
+  shoot-out (each kick scored with probability 0.75, five each then sudden death);
+- the full feed (:data:`FEED_RATES`, per match of two average teams): about 25 shots, 8-9 of
+  them on target, 10 corners, 23 fouls and 4 offsides. Every goal but an own goal is a shot
+  (outcome goal, with its expected goals: a penalty 0.76); the other shots are saved, off
+  target, blocked or hit the woodwork; every card punishes a foul, which it names; a penalty
+  scored follows a foul and a ``penalty_awarded``. The team with the higher expected goals
+  takes the larger share of the shots, corners and offsides. These are drawn from a random
+  stream of their own, so the goals, cards, substitutions and timings of a seed are those of
+  its lean feed (``--feed lean``).
+
+The full feed's rates are those typical of top-level men's football. Shots and shots on target:
+the Premier League's 2015-16 season averaged 25.8 shots a match, 8.4 on target (5.8 of them
+saved) and 2.7 goals (Opta's figures, as the Press Association reported them: "Here's what the
+average Premier League game looked like this season", aol.co.uk, 18 May 2016). Corners (10),
+fouls (23) and offsides (4) are the rates the project's issue gives for top-level football,
+unchecked against a published table here; StatsBomb match 15986 (Barcelona 2-2 Girona, La Liga
+2018-19: 10 corners, 28 fouls, 2 offsides) lies within the simulator's spread, which
+``tests/test_generate.py`` checks.
 
 Players are squad numbers (``ARG #9``): 1-11 start, 12-26 are the bench, 1, 12 and 23 keep goal.
 """
@@ -35,7 +52,7 @@ from simulator._matchfile import Match, parse_match
 from simulator._shootout import is_decided
 from simulator._teams import team_name, worldcup_2022_record
 
-__all__ = ["BASE_RATE", "SIM_DATE", "expected_goals", "simulate_match"]
+__all__ = ["BASE_RATE", "FEED_RATES", "SIM_DATE", "expected_goals", "simulate_match"]
 
 #: Goals per team and match (90 minutes and added time) for two average teams: 2.6 a match,
 #: close to the World Cups of 2014-2022 (2.67, 2.64, 2.69) and Europe's big leagues.
@@ -62,6 +79,21 @@ _KEEPERS = frozenset({1, 12, 23})
 #: How likely a squad number is to score (position by number, roughly).
 _SCORER_WEIGHT = {9: 6.0, 10: 4.0, 7: 4.0, 11: 4.0, 8: 2.0, 6: 1.5, 4: 1.0, 5: 1.0, 2: 0.7, 3: 0.7}
 _TAKER_ORDER = (10, 9, 7, 11, 8, 6, 14, 19, 20, 21, 17, 18, 4, 5, 3, 2)
+
+#: The full feed per match of two average teams, both teams together (sources: the module's
+#: docstring). ``shots`` excludes the goals' shots (2.6 a match), so all shots come to 25;
+#: ``fouls`` excludes those a card or a penalty follows (about 4), so all fouls come to 23.
+FEED_RATES = {"shots": 22.4, "corners": 10.0, "fouls": 19.2, "offsides": 4.0}
+#: Minutes of a match those rates are spread over: 90 and the added time drawn above (3.5 in
+#: the first half, 6.5 in the second, on average).
+_FEED_MINUTES = 100.0
+#: How a shot that does not go in ends: 27% saved makes 8-9 on target with the goals.
+_MISSES = (("saved", 0.27), ("off_target", 0.41), ("blocked", 0.29), ("woodwork", 0.03))
+#: Mean expected goals of a shot that does not go in, and of a goal's shot by method (a
+#: penalty's is the usual 0.76; a direct free kick's about 0.06).
+_MISS_XG = 0.07
+_GOAL_XG = {"open_play": 0.3, "header": 0.2, "free_kick": 0.06, "penalty": 0.76}
+_SHOT_WEIGHT = {9: 6.0, 10: 5.0, 7: 4.0, 11: 4.0, 8: 3.0, 6: 2.0, 4: 1.0, 5: 1.0, 2: 1.0, 3: 1.0}
 
 
 def expected_goals(home: str, away: str) -> tuple[float, float]:
@@ -125,7 +157,12 @@ class _Simulation:
     """One simulated match, drawn from ``rng`` in a fixed order."""
 
     def __init__(
-        self, rng: random.Random, codes: tuple[str, str], xg: tuple[float, float], knockout: bool
+        self,
+        rng: random.Random,
+        codes: tuple[str, str],
+        xg: tuple[float, float],
+        knockout: bool,
+        feed_rng: random.Random,
     ) -> None:
         self.rng = rng
         self.codes = codes
@@ -133,6 +170,8 @@ class _Simulation:
         self.knockout = knockout
         self.added: dict[int, int] = {}
         self.moments: list[_Moment] = []
+        #: The full feed's own stream: what it draws changes nothing else of the match.
+        self.feed_rng = feed_rng
 
     def length(self, period: int) -> int:
         return Period(period).length + self.added[period]
@@ -184,7 +223,28 @@ class _Simulation:
             self.moments.append(
                 _Moment(period, self.length(period) * 60 - 1, len(self.moments), "possession", 0)
             )
+        self._feed(periods)
         return periods
+
+    def _feed(self, periods: list[int]) -> None:
+        """The full feed's shots, corners, fouls and offsides, and the penalty awarded before
+        each penalty goal, from :attr:`feed_rng` alone."""
+        rng = self.feed_rng
+        home = min(0.75, max(0.25, self.xg[0] / (sum(self.xg) or 1)))
+        attack = (home, 1 - home)
+        for period in periods:
+            minutes = self.length(period) / _FEED_MINUTES
+            for kind, rate in FEED_RATES.items():
+                for side in (0, 1):
+                    share = 0.5 if kind == "fouls" else attack[side]
+                    for _ in range(_poisson(rng, rate * share * minutes)):
+                        elapsed = rng.randrange(self.length(period) * 60)
+                        self.moments.append(_Moment(period, elapsed, len(self.moments), kind, side))
+        for goal in [m for m in self.moments if m.kind == "goal" and m.detail == "penalty"]:
+            elapsed = max(0, goal.elapsed - rng.randrange(45, 121))
+            self.moments.append(
+                _Moment(goal.period, elapsed, len(self.moments), "penalty", goal.side)
+            )
 
     def _cards(self, side: int, periods: list[int]) -> None:
         weights = {1: 0.8, 2: 1.2, 3: 1.2, 4: 1.2}
@@ -246,6 +306,8 @@ class _Cast:
         self.rng = sim.rng
         self.squads = squads
         self.goal_ids: dict[int, str] = {}
+        self.feed = sim.feed_rng
+        self.fouls = 0
 
     def incidents(self) -> list[dict[str, Any]]:
         for squad in self.squads:
@@ -258,13 +320,75 @@ class _Cast:
             "card": self.card,
             "sub": self.substitution,
             "possession": self.possession,
+            "shots": self.shot,
+            "corners": self.corner,
+            "fouls": self.foul,
+            "offsides": self.offside,
+            "penalty": self.penalty,
         }
         for m in sorted(self.sim.moments):
             base: dict[str, Any] = {**_clock(m.period, m.elapsed), "source": "simulated"}
-            incident = handlers[m.kind](m, self.squads[m.side], self.squads[1 - m.side])
-            if incident is not None:
+            drawn = handlers[m.kind](m, self.squads[m.side], self.squads[1 - m.side])
+            for incident in [drawn] if isinstance(drawn, dict) else drawn or []:
                 timeline.append({"type": incident.pop("type"), **base, **incident})
         return timeline
+
+    # ------------------------------------------------------------ the full feed (feed_rng)
+
+    def goal_shot(self, method: str) -> dict[str, Any]:
+        """The shot a goal came from: its expected goals, body part, and where it was taken."""
+        rng = self.feed
+        if method == "penalty":
+            return {"xg": 0.76, "body_part": "right_foot", "inside_box": True}
+        mean = _GOAL_XG.get(method, _GOAL_XG["open_play"])
+        xg = mean if method == "free_kick" else min(0.95, max(0.03, rng.expovariate(1 / mean)))
+        foot = "right_foot" if rng.random() < 0.7 else "left_foot"
+        inside = method == "header" or (method == "open_play" and rng.random() < 0.85)
+        body = "head" if method == "header" else foot
+        return {"xg": round(xg, 2), "body_part": body, "inside_box": inside}
+
+    def shot(self, m: _Moment, own: _Squad, other: _Squad) -> dict[str, Any] | None:
+        rng = self.feed
+        player = _choose(rng, own.outfield(), _SHOT_WEIGHT)
+        if player is None:
+            return None
+        outcome = _pick(rng, _MISSES)
+        head = rng.random() < 0.15
+        inside = head or rng.random() < 0.6
+        xg = min(0.9, max(0.01, rng.expovariate(1 / _MISS_XG) * (1.4 if inside else 0.5)))
+        incident = {"type": "shot", "team": own.code, "player": own.name(player)} | {
+            "outcome": outcome,
+            "xg": round(xg, 2),
+            "body_part": "head" if head else ("right_foot" if rng.random() < 0.7 else "left_foot"),
+            "inside_box": inside,
+        }
+        keeper = next((n for n in other.on_pitch if n in _KEEPERS), None)
+        if outcome == "saved" and keeper is not None:
+            incident["keeper"] = other.name(keeper)
+        return incident
+
+    def corner(self, m: _Moment, own: _Squad, other: _Squad) -> dict[str, Any] | None:
+        return {"type": "corner", "team": own.code}
+
+    def offside(self, m: _Moment, own: _Squad, other: _Squad) -> dict[str, Any] | None:
+        player = _choose(self.feed, own.outfield(), _SCORER_WEIGHT)
+        named = {"player": own.name(player)} if player is not None else {}
+        return {"type": "offside", "team": own.code} | named
+
+    def foul(
+        self, m: _Moment, own: _Squad, other: _Squad, player: int | None = None
+    ) -> dict[str, Any]:
+        """A foul by ``own`` (by ``player``, or one drawn), with its id for a card to name."""
+        if player is None:
+            player = _choose(self.feed, own.outfield(), {})
+        self.fouls += 1
+        named = {"player": own.name(player)} if player is not None else {}
+        return {"type": "foul", "id": f"f{self.fouls}", "team": own.code} | named
+
+    def penalty(self, m: _Moment, own: _Squad, other: _Squad) -> list[dict[str, Any]]:
+        """A foul in the box by the other side, and the penalty it gives ``own``."""
+        foul = self.foul(m, other, own)
+        return [foul, {"type": "penalty_awarded", "team": own.code, "foul": foul["id"]}]
 
     def goal(self, m: _Moment, own: _Squad, other: _Squad) -> dict[str, Any] | None:
         method, review = m.detail if isinstance(m.detail, tuple) else (m.detail, None)
@@ -283,14 +407,18 @@ class _Cast:
         self.goal_ids[id(m)] = goal_id
         if review is not None:
             self.goal_ids[id(review)] = goal_id
-        return {"type": "goal", "id": goal_id, "team": own.code, "scorer": name, "method": method}
+        incident: dict[str, Any] = {"type": "goal", "id": goal_id, "team": own.code}
+        incident["scorer"] = name
+        if method != "own_goal":
+            incident["shot"] = self.goal_shot(method)
+        return incident | {"method": method}
 
     def disallowed(self, m: _Moment, own: _Squad, other: _Squad) -> dict[str, Any] | None:
         if id(m) not in self.goal_ids:
             return None  # the goal found no scorer
         return {"type": "goal_disallowed", "goal": self.goal_ids[id(m)], "reason": m.detail}
 
-    def card(self, m: _Moment, own: _Squad, other: _Squad) -> dict[str, Any] | None:
+    def card(self, m: _Moment, own: _Squad, other: _Squad) -> list[dict[str, Any]] | None:
         # A booked player takes care: a second booking is rare, as on real pitches.
         player = _choose(self.rng, own.outfield(), dict.fromkeys(own.booked, 0.1))
         if player is None:
@@ -301,7 +429,9 @@ class _Cast:
         own.booked.add(player)
         if card != "yellow":
             own.on_pitch.remove(player)
-        return {"type": "card", "team": own.code, "player": own.name(player), "card": card}
+        foul = self.foul(m, own, other, player)
+        booked = {"type": "card", "team": own.code, "player": own.name(player), "card": card}
+        return [foul, booked | {"foul": foul["id"]}]
 
     def substitution(self, m: _Moment, own: _Squad, other: _Squad) -> dict[str, Any] | None:
         starters = [n for n in own.outfield() if n not in own.came_on]
@@ -385,8 +515,9 @@ def simulate_match(
     rates = xg if xg is not None else expected_goals(home, away)
     if not all(0 <= r <= 10 for r in rates):
         raise MatchFileError(where, [f"xg: expected goals must be 0-10, not {rates}"])
-    rng = random.Random(f"matchcast-sim:{seed}:{home}:{away}:{rates}:{knockout}")
-    sim = _Simulation(rng, (home, away), rates, knockout)
+    drawn = f"{seed}:{home}:{away}:{rates}:{knockout}"
+    rng = random.Random(f"matchcast-sim:{drawn}")
+    sim = _Simulation(rng, (home, away), rates, knockout, random.Random(f"matchcast-feed:{drawn}"))
     periods = sim.run()
     squads = (_Squad(home), _Squad(away))
     timeline = _Cast(sim, squads).incidents()

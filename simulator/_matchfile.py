@@ -20,6 +20,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
@@ -29,17 +30,24 @@ from events import (
     MAX_PROBLEMS,
     MESSAGE_LIMIT,
     PERIOD_BOUNDS,
+    BodyPart,
     Card,
+    Corner,
     Event,
+    Foul,
     Goal,
     GoalDisallowed,
     GoalMethod,
     MatchClock,
     MatchFileError,
     MatchId,
+    Offside,
+    PenaltyAwarded,
     Period,
     Possession,
+    Save,
     Score,
+    Shot,
     Substitution,
     TeamCode,
     TeamRef,
@@ -56,22 +64,31 @@ __all__ = [
     "INCIDENT_MODELS",
     "CardIncident",
     "Competition",
+    "CornerIncident",
     "DisallowedIncident",
     "Expansion",
+    "Feed",
+    "FoulIncident",
     "GoalDisallowedIncident",
     "GoalIncident",
+    "GoalShot",
     "Incident",
     "Kickoff",
     "Match",
     "MatchResult",
+    "OffsideIncident",
+    "PenaltyAwardedIncident",
     "PeriodSpec",
     "PossessionIncident",
     "ShootoutKickSpec",
+    "ShotIncident",
     "Source",
     "SubstitutionIncident",
     "Team",
     "VarReviewIncident",
     "Venue",
+    "in_feed",
+    "lean_match",
     "load_match",
     "parse_match",
 ]
@@ -164,6 +181,8 @@ class Expansion:
 class _Incident(_Fact):
     #: What it becomes on the wire, for the docs' table of incidents.
     becomes: ClassVar[str]
+    #: Part of the full feed only (wire 1.4): ``--feed lean`` leaves it out (:func:`lean_match`).
+    full_feed: ClassVar[bool] = False
 
     minute: int = Field(ge=1, le=120, description="Regulation minute label (90 in 90+2')")
     added: int = Field(default=0, ge=0, le=30, description="Added minute (2 in 90+2')")
@@ -184,10 +203,26 @@ class _Incident(_Fact):
         raise NotImplementedError  # pragma: no cover - every kind of incident has its own
 
 
-class GoalIncident(_Incident):
-    """A goal. For an own goal, ``team`` is the team credited and ``scorer`` the opponent."""
+class _ShotFacts(_Spec):
+    xg: float = Field(ge=0, le=1, description="expected goals of the chance, 0-1")
+    body_part: BodyPart | None = None
+    inside_box: bool | None = None
 
-    becomes = "`goal`, with the score after it"
+
+class GoalShot(_ShotFacts):
+    """The shot a goal came from: its ``shot`` (the scorer's, outcome goal)."""
+
+    id: str | None = Field(default=None, description="the shot's id; `shot-{seq}` if not given")
+
+
+class GoalIncident(_Incident):
+    """A goal. For an own goal, ``team`` is the team credited and ``scorer`` the opponent.
+
+    With ``shot`` (the full feed), the goal follows its shot: a ``shot`` event, outcome goal,
+    by the scorer, which the goal names by ``shot_id``. An own goal has no shot.
+    """
+
+    becomes = "`goal`, with the score after it; with `shot`, a `shot` (outcome goal) before it"
 
     type: Literal["goal"] = "goal"
     id: str | None = Field(default=None, description="needed to retract it")
@@ -195,8 +230,23 @@ class GoalIncident(_Incident):
     scorer: str = Field(min_length=1)
     method: GoalMethod | None = None
     detail: str | None = None
+    shot: GoalShot | None = Field(default=None, description="the shot it came from")
 
     def events(self, play: Expansion) -> Iterator[Event]:
+        shot_id = None
+        if self.shot is not None:
+            before = play.envelope()
+            shot_id = self.shot.id or f"shot-{before['seq']}"
+            yield Shot(
+                **before,
+                shot_id=shot_id,
+                team=self.team,
+                player=self.scorer,
+                outcome="goal",
+                xg=self.shot.xg,
+                body_part=self.shot.body_part,
+                inside_box=self.shot.inside_box,
+            )
         base = play.envelope()
         play.score[self.team] += 1
         goal_id = self.id or f"goal-{base['seq']}"
@@ -209,6 +259,7 @@ class GoalIncident(_Incident):
             method=self.method,
             detail=self.detail,
             score=dict(play.score),
+            shot_id=shot_id,
         )
 
 
@@ -264,7 +315,7 @@ class PossessionIncident(_Incident):
 
 
 class CardIncident(_Incident):
-    """A yellow, second yellow or red card."""
+    """A yellow, second yellow or red card; ``foul`` names the foul it punished."""
 
     becomes = "`card`"
 
@@ -272,9 +323,12 @@ class CardIncident(_Incident):
     team: TeamCode
     player: str = Field(min_length=1)
     card: Literal["yellow", "second_yellow", "red"]
+    foul: str | None = Field(default=None, description="the `id` of the foul it punished")
 
     def events(self, play: Expansion) -> Iterator[Event]:
-        yield Card(**play.envelope(), team=self.team, player=self.player, card=self.card)
+        yield Card(
+            **play.envelope(), team=self.team, player=self.player, card=self.card, foul_id=self.foul
+        )
 
 
 class SubstitutionIncident(_Incident):
@@ -317,6 +371,101 @@ class VarReviewIncident(_Incident):
         )
 
 
+class ShotIncident(_Incident, _ShotFacts):
+    """A shot that did not go in (a goal's shot is its goal's ``shot``). A saved one names
+    the ``keeper``, and becomes a ``save`` too."""
+
+    becomes = "`shot`; a saved one with a `keeper`, a `save` after it"
+    full_feed = True
+
+    type: Literal["shot"] = "shot"
+    id: str | None = Field(default=None, description="`shot-{seq}` if not given")
+    team: TeamCode = Field(description="the shooting team")
+    player: str = Field(min_length=1)
+    outcome: Literal["saved", "off_target", "blocked", "woodwork"]
+    keeper: str | None = Field(default=None, min_length=1, description="who saved it")
+
+    def events(self, play: Expansion) -> Iterator[Event]:
+        base = play.envelope()
+        shot_id = self.id or f"shot-{base['seq']}"
+        yield Shot(
+            **base,
+            shot_id=shot_id,
+            team=self.team,
+            player=self.player,
+            outcome=self.outcome,
+            xg=self.xg,
+            body_part=self.body_part,
+            inside_box=self.inside_box,
+        )
+        if self.keeper is not None:
+            other = next(code for code in play.score if code != self.team)
+            yield Save(**play.envelope(), team=other, keeper=self.keeper, shot_id=shot_id)
+
+
+class CornerIncident(_Incident):
+    """A corner kick, taken by ``team``."""
+
+    becomes = "`corner`"
+    full_feed = True
+
+    type: Literal["corner"] = "corner"
+    team: TeamCode
+    player: str | None = Field(default=None, min_length=1)
+
+    def events(self, play: Expansion) -> Iterator[Event]:
+        yield Corner(**play.envelope(), team=self.team, player=self.player)
+
+
+class FoulIncident(_Incident):
+    """A foul committed by ``team``; a card or a penalty names it by ``id``."""
+
+    becomes = "`foul`"
+    full_feed = True
+
+    type: Literal["foul"] = "foul"
+    id: str | None = Field(default=None, description="`foul-{seq}` if not given")
+    team: TeamCode = Field(description="who committed it")
+    player: str | None = Field(default=None, min_length=1)
+
+    def events(self, play: Expansion) -> Iterator[Event]:
+        base = play.envelope()
+        foul_id = self.id or f"foul-{base['seq']}"
+        yield Foul(**base, foul_id=foul_id, team=self.team, player=self.player)
+
+
+class OffsideIncident(_Incident):
+    """A player of ``team`` caught offside."""
+
+    becomes = "`offside`"
+    full_feed = True
+
+    type: Literal["offside"] = "offside"
+    team: TeamCode
+    player: str | None = Field(default=None, min_length=1)
+
+    def events(self, play: Expansion) -> Iterator[Event]:
+        yield Offside(**play.envelope(), team=self.team, player=self.player)
+
+
+class PenaltyAwardedIncident(_Incident):
+    """A penalty given to ``team``; ``foul`` names the foul it punishes. The kick is a goal
+    (``method: penalty``, with its ``shot``) or a shot of its own."""
+
+    becomes = "`penalty_awarded`"
+    full_feed = True
+
+    type: Literal["penalty_awarded"] = "penalty_awarded"
+    team: TeamCode = Field(description="who takes it")
+    player: str | None = Field(default=None, min_length=1, description="the player fouled")
+    foul: str | None = Field(default=None, description="the `id` of the foul")
+
+    def events(self, play: Expansion) -> Iterator[Event]:
+        yield PenaltyAwarded(
+            **play.envelope(), team=self.team, player=self.player, foul_id=self.foul
+        )
+
+
 #: Every kind of incident a timeline holds: add a new kind's class here too (a test fails when
 #: a subclass of ``_Incident`` is missing). The order is the docs'.
 Incident = Annotated[
@@ -325,7 +474,12 @@ Incident = Annotated[
     | PossessionIncident
     | CardIncident
     | SubstitutionIncident
-    | VarReviewIncident,
+    | VarReviewIncident
+    | ShotIncident
+    | CornerIncident
+    | FoulIncident
+    | OffsideIncident
+    | PenaltyAwardedIncident,
     Field(discriminator="type"),
 ]
 #: The classes of :data:`Incident`, in its order.
@@ -418,6 +572,7 @@ class Match(_Spec):
         for i, inc in enumerate(self.timeline):
             if isinstance(inc, GoalDisallowedIncident) and inc.goal not in goal_ids:
                 problems.append(f"timeline.{i}.goal: no goal has id {quote(inc.goal)}")
+        problems += self._check_feed()
         for i, kick in enumerate(self.shootout):
             if kick.team not in codes:
                 problems.append(f"shootout.{i}.team: {kick.team} is not playing")
@@ -427,6 +582,43 @@ class Match(_Spec):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _check_feed(self) -> list[str]:
+        """The full feed's rules: every goal but an own goal is a shot (once the match has
+        shots at all), an own goal is none, a save is of a saved shot, ids named exist."""
+        problems = []
+        has_shots = any(
+            isinstance(i, ShotIncident) or (isinstance(i, GoalIncident) and i.shot is not None)
+            for i in self.timeline
+        )
+        fouls = {i.id for i in self.timeline if isinstance(i, FoulIncident) and i.id}
+        ids: Counter[str] = Counter()
+        for i, inc in enumerate(self.timeline):
+            where = f"timeline.{i}"
+            if isinstance(inc, GoalIncident):
+                own = inc.method == "own_goal"
+                if own and inc.shot is not None:
+                    problems.append(f"{where}.shot: an own goal is no shot of the team credited")
+                elif has_shots and not own and inc.shot is None:
+                    problems.append(
+                        f"{where}.shot: missing; in a match with shots every goal but an own "
+                        "goal comes from one (give its xg)"
+                    )
+                if inc.shot is not None and inc.shot.id:
+                    ids[inc.shot.id] += 1
+            if isinstance(inc, ShotIncident):
+                if inc.keeper is not None and inc.outcome != "saved":
+                    problems.append(f"{where}.keeper: only a saved shot has a keeper")
+                if inc.id:
+                    ids[inc.id] += 1
+            foul = getattr(inc, "foul", None)
+            if isinstance(inc, CardIncident | PenaltyAwardedIncident) and foul not in {
+                None,
+                *fouls,
+            }:
+                problems.append(f"{where}.foul: no foul has id {quote(str(foul))}")
+        problems += [f"timeline: shot id {quote(s)} is used twice" for s, n in ids.items() if n > 1]
+        return problems
 
     def _check_result(self, codes: set[str]) -> list[str]:
         problems = []
@@ -539,6 +731,38 @@ class Match(_Spec):
     def period_bounds(self) -> dict[Period, tuple[int, int]]:
         """Regulation minutes of each period played."""
         return {p.period: PERIOD_BOUNDS[p.period] for p in self.periods}
+
+
+class Feed(StrEnum):
+    """Which events a replay sends (``--feed``): ``full``, every event of wire 1.4 (shots,
+    saves, corners, fouls, offsides, penalties awarded, as far as the match has them), or
+    ``lean``, the events of wire 1.3."""
+
+    full = "full"
+    lean = "lean"
+
+
+def in_feed(match: Match, feed: Feed | str) -> Match:
+    """``match`` as ``feed`` carries it: itself for the full feed, :func:`lean_match` for the
+    lean one."""
+    return lean_match(match) if Feed(feed) is Feed.lean else match
+
+
+def lean_match(match: Match) -> Match:
+    """``match`` as the lean feed carries it (``--feed lean``): the events of wire 1.3, no
+    shots, saves, corners, fouls, offsides or penalties awarded, no ``shot`` on a goal and no
+    ``foul`` on a card. The score, the cards and the rest of the match are unchanged."""
+    timeline: list[Incident] = []
+    for inc in match.timeline:
+        if inc.full_feed:
+            continue
+        if isinstance(inc, GoalIncident):
+            timeline.append(inc.model_copy(update={"shot": None}))
+        elif isinstance(inc, CardIncident):
+            timeline.append(inc.model_copy(update={"foul": None}))
+        else:
+            timeline.append(inc)
+    return match.model_copy(update={"timeline": tuple(timeline)})
 
 
 def _where(loc: tuple[str | int, ...], positions: Positions | None) -> str:

@@ -8,6 +8,9 @@ from typing import Any
 from events import ClockTick, Goal, KickOff, MatchClock, TeamRef
 
 T0 = dt.datetime(2026, 7, 15, 19, 0, tzinfo=dt.UTC)
+#: Events of the bundled semi-final's replay (the full feed); its lean feed has 106.
+SEMIFINAL_EVENTS = 191
+SEMIFINAL_LEAN_EVENTS = 106
 ARG = TeamRef(code="ARG", name="Argentina")
 ENG = TeamRef(code="ENG", name="England")
 

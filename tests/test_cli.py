@@ -51,7 +51,7 @@ def test_replay_without_a_broker_uses_the_embedded_one() -> None:
         "replay", "--speed", "max", "--port", str(free_port()), "--log-format", "json"
     )
     assert result.returncode == 0, result.stderr
-    assert "wc2026-sf-arg-eng: ARG 2-1 ENG (106 events, seq 1-106)" in result.stdout
+    assert "wc2026-sf-arg-eng: ARG 2-1 ENG (191 events, seq 1-191)" in result.stdout
     logs = [json.loads(line) for line in result.stderr.splitlines()]
     assert {"replay.started", "replay.finished", "broker.started"} <= {
         entry["event"] for entry in logs
@@ -59,7 +59,7 @@ def test_replay_without_a_broker_uses_the_embedded_one() -> None:
     goal_lines = [
         entry for entry in logs if entry["event"] == "event.published" and entry["type"] == "goal"
     ]
-    assert next((g["seq"], g["match_id"]) for g in goal_lines) == (62, "wc2026-sf-arg-eng")
+    assert next((g["seq"], g["match_id"]) for g in goal_lines) == (96, "wc2026-sf-arg-eng")
 
 
 def test_a_bad_match_file_is_one_line_naming_file_and_field(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import statistics
 import subprocess
@@ -11,7 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from events import MatchFileError, Period, replay_state
+from events import (
+    Card,
+    Foul,
+    Goal,
+    MatchFileError,
+    PenaltyAwarded,
+    Period,
+    Shot,
+    TeamStats,
+    replay_state,
+)
 from simulator import (
     BASE_RATE,
     GoalDisallowedIncident,
@@ -19,6 +30,7 @@ from simulator import (
     dump_match,
     expand,
     expected_goals,
+    lean_match,
     load_match,
     resolve_matches,
     simulate_match,
@@ -242,3 +254,92 @@ def test_simulate_cli_refuses_bad_options_in_one_line(args: list[str], message: 
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not result.stdout
+
+
+def _stats(match: Match) -> dict[str, TeamStats]:
+    return replay_state(match.match_id, [s.event for s in expand(match)]).stats
+
+
+def _per_match(stats: list[dict[str, TeamStats]], stat: str) -> list[float]:
+    return [sum(getattr(t, stat) for t in line.values()) for line in stats]
+
+
+@pytest.fixture(scope="module")
+def feed_matches(average_matches: list[Match]) -> list[Match]:
+    return average_matches[:400]
+
+
+@pytest.fixture(scope="module")
+def feed_stats(feed_matches: list[Match]) -> list[dict[str, TeamStats]]:
+    return [_stats(m) for m in feed_matches]
+
+
+@pytest.mark.parametrize(
+    ("stat", "low", "high"),
+    [
+        # per match, both teams (FEED_RATES's sources): about 25 shots, 8-9 on target,
+        # 10 corners, 22-25 fouls, 4 offsides; expected goals close to the goals scored.
+        ("shots", 24.0, 26.5),
+        ("on_target", 8.0, 9.5),
+        ("corners", 9.3, 10.9),
+        ("fouls", 22.0, 25.0),
+        ("offsides", 3.5, 4.6),
+        ("xg", 2.35, 2.9),
+    ],
+)
+def test_the_full_feed_comes_at_real_rates(
+    feed_stats: list[dict[str, TeamStats]], stat: str, low: float, high: float
+) -> None:
+    mean = statistics.fmean(_per_match(feed_stats, stat))
+    assert low <= mean <= high, (stat, mean)
+
+
+def test_every_simulated_goal_but_an_own_goal_is_a_shot(feed_matches: list[Match]) -> None:
+    own = 0
+    for match in feed_matches[:150]:
+        events = [s.event for s in expand(match)]
+        for i, e in enumerate(events):
+            if not isinstance(e, Goal):
+                continue
+            if e.method == "own_goal":
+                own += 1
+                assert e.shot_id is None
+                continue
+            shot = events[i - 1]
+            assert isinstance(shot, Shot) and shot.outcome == "goal" and shot.shot_id == e.shot_id
+            assert shot.team == e.team and shot.player == e.scorer
+            if e.method == "penalty":
+                given = [p for p in events[:i] if isinstance(p, PenaltyAwarded)]
+                assert given and given[-1].team == e.team
+        cards = [e for e in events if isinstance(e, Card)]
+        fouls = {e.foul_id for e in events if isinstance(e, Foul)}
+        assert all(c.foul_id in fouls for c in cards)
+    assert own >= 1  # the rule was exercised
+
+
+def test_statsbomb_match_15986_falls_within_the_simulators_spread(
+    feed_stats: list[dict[str, TeamStats]],
+) -> None:
+    """Barcelona 2-2 Girona's real counts (the importer's test checks them against the raw
+    events) lie between the 1st and 99th percentiles of the simulated matches."""
+    from tests.test_import_statsbomb import _final, _import
+
+    real = _final(_import()).stats
+    for stat in ("shots", "on_target", "corners", "fouls", "offsides"):
+        spread = sorted(_per_match(feed_stats, stat))
+        low, high = spread[len(spread) // 100], spread[-len(spread) // 100 - 1]
+        value = sum(getattr(t, stat) for t in real.values())
+        assert low <= value <= high, (stat, value, low, high)
+
+
+def test_the_feed_draws_leave_the_lean_match_as_it_was() -> None:
+    """The full feed has a random stream of its own: a seed's lean match (its goals, cards,
+    substitutions, timings) is byte for byte the match the simulator drew before it had a
+    full feed (the digests are of those files)."""
+    digests = {
+        42: "b5e7d20f5f3540f1ff1cbd04edce287d368e59c525877613f133add75e8922b6",
+        7: "91e5873d1e4fc0173c4f65d2eca62e02b52de8d07175d9fea07dc78fc57484f2",
+    }
+    for seed, digest in digests.items():
+        lean = lean_match(simulate_match(seed, "AAA", "BBB", knockout=True))
+        assert hashlib.sha256(dump_match(lean).encode()).hexdigest() == digest

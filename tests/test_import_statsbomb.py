@@ -137,7 +137,7 @@ def test_an_own_goal_pair_counts_for_the_team_it_benefits(tmp_path: Path) -> Non
     state = _final(import_statsbomb([_write(tmp_path, events), LINEUPS], date=DATE))
     assert state.scoreline == "BAR 3-2 GIR"
     own = next(g for g in state.goals if g.method == "own_goal")
-    assert (own.clock.label, own.team, own.scorer) == ("71'", "BAR", "Pere Pons Riera")
+    assert (own.clock.label, own.team, own.scorer) == ("71'", "BAR", "Pere Pons")  # lineups' name
 
 
 def test_a_shootout_in_period_5_becomes_kicks(tmp_path: Path) -> None:
@@ -172,7 +172,10 @@ def test_a_shootout_in_period_5_becomes_kicks(tmp_path: Path) -> None:
             break  # 3-0 with two kicks left each: decided
     match = import_statsbomb([_write(tmp_path, events)], date=DATE)
     assert match.result.shootout == {"BAR": 3, "GIR": 0}
-    assert _final(match).winner == "BAR"
+    final = _final(match)
+    assert final.winner == "BAR"
+    # A shoot-out kick is no match shot: the stats are those of the 120 minutes.
+    assert (final.stats["BAR"].shots, final.stats["GIR"].shots) == (20, 7)
 
 
 @pytest.mark.parametrize(
@@ -284,3 +287,76 @@ def test_options_of_the_other_format_are_refused() -> None:
     result = run_cli("import", "statsbomb", str(EVENTS), "--match", "final")
     assert result.code == 2
     assert "--match: not an option of statsbomb imports" in result.stderr
+
+
+def _raw_counts(events: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """The stats counted straight from StatsBomb's raw events, as its documentation defines
+    them: shots are ``Shot`` events (not the shoot-out's), on target those that went in or
+    were saved, corners passes of type Corner, offsides ``Offside`` events and passes with
+    outcome Pass Offside, fouls ``Foul Committed``, saves the keepers' ``Shot Saved``."""
+    counts: dict[str, dict[str, int]] = {}
+    for e in events:
+        line = counts.setdefault(
+            e["team"]["name"],
+            dict.fromkeys(("shots", "on_target", "corners", "fouls", "offsides", "saves"), 0),
+        )
+        kind, block = e["type"]["name"], e.get("pass", {})
+        if kind == "Shot" and e["period"] < 5:
+            line["shots"] += 1
+            line["on_target"] += e["shot"]["outcome"]["name"] in ("Goal", "Saved", "Saved To Post")
+        line["corners"] += kind == "Pass" and block.get("type", {}).get("name") == "Corner"
+        offside_pass = kind == "Pass" and block.get("outcome", {}).get("name") == "Pass Offside"
+        line["offsides"] += kind == "Offside" or offside_pass
+        line["fouls"] += kind == "Foul Committed"
+        if kind == "Goal Keeper":
+            line["saves"] += e["goalkeeper"]["type"]["name"].startswith("Shot Saved")
+    return counts
+
+
+def test_the_imported_stats_are_the_counts_of_the_raw_events() -> None:
+    """The full feed from a real match: every stat as StatsBomb's own events count it."""
+    state = _final(_import())
+    raw = _raw_counts(_events())
+    codes = {"Barcelona": "BAR", "Girona": "GIR"}
+    for name, line in raw.items():
+        stats = state.stats[codes[name]]
+        assert stats.model_dump(exclude={"xg"}) == line, name
+    xg = {codes[e["team"]["name"]]: 0.0 for e in _events()}
+    for e in _events():
+        if e["type"]["name"] == "Shot" and e["period"] < 5:
+            xg[codes[e["team"]["name"]]] += e["shot"]["statsbomb_xg"]
+    assert {c: s.xg for c, s in state.stats.items()} == pytest.approx(xg, abs=0.005)
+    assert raw["Barcelona"]["shots"] == 20 and raw["Girona"]["fouls"] == 16  # the real match
+
+
+def test_every_goal_of_the_import_follows_its_shot() -> None:
+    events = [s.event for s in expand(_import())]
+    for i, e in enumerate(events):
+        if e.type == "goal":
+            shot = events[i - 1]
+            assert shot.type == "shot" and shot.outcome == "goal"  # type: ignore[union-attr]
+            assert e.shot_id == shot.shot_id  # type: ignore[union-attr]
+    saves = [e for e in events if e.type == "save"]
+    assert saves and all(s.keeper in ("Marc-André ter Stegen", "Yassine Bounou") for s in saves)  # type: ignore[union-attr]
+
+
+def test_a_foul_that_gives_away_a_penalty_awards_it(tmp_path: Path) -> None:
+    """Not in this match, so marked here: Girona's first foul is in the box."""
+    events = _events()
+    foul = next(
+        e for e in events if e["type"]["name"] == "Foul Committed" and "foul_committed" not in e
+    )
+    foul["foul_committed"] = {"penalty": True}
+    match = import_statsbomb([_write(tmp_path, events), LINEUPS], date=DATE)
+    awarded = [i for i in match.timeline if i.type == "penalty_awarded"]
+    assert [(a.team, a.foul) for a in awarded] == [  # type: ignore[union-attr]
+        ("BAR" if foul["team"]["name"] == "Girona" else "GIR", f"sb-foul-{foul['index']}")
+    ]
+
+
+def test_a_shot_with_an_unknown_outcome_is_named(tmp_path: Path) -> None:
+    events = _events()
+    shot = next(e for e in events if e["type"]["name"] == "Shot")
+    shot["shot"]["outcome"]["name"] = "Into Orbit"
+    with pytest.raises(MatchFileError, match="unknown 'Into Orbit'"):
+        import_statsbomb([_write(tmp_path, events), LINEUPS], date=DATE)

@@ -21,8 +21,9 @@ from matchcast.load import CheckError, evaluate_checks, parse_check, render_tabl
 from matchcast.load import failures as _failures
 from matchcast.testing import Mosquitto
 from matchcast.transport.connection import BrokerURL
+from tests._factories import SEMIFINAL_EVENTS
 
-N = 106  # events of one semi-final
+N = SEMIFINAL_EVENTS  # events of one semi-final
 
 
 def _load(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -35,6 +35,7 @@ from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
 from simulator import resolve_matches
 from tests._cli import run_cli
+from tests._factories import SEMIFINAL_LEAN_EVENTS
 
 TEMPLATE = MatchTemplate.build(resolve_matches("semifinal")[0])
 N = len(TEMPLATE)
@@ -180,6 +181,9 @@ def test_workers_start_together_however_slowly_one_of_them_starts(
 
 
 FIXTURES = Path(__file__).parent / "fixtures" / "load"
+#: Events per match of the committed reports' runs: the semi-final's lean feed (they were made
+#: before the full feed).
+RECORDED_N = SEMIFINAL_LEAN_EVENTS
 
 
 def test_real_format_1_shard_reports_still_merge_and_render(tmp_path: Path) -> None:
@@ -195,7 +199,7 @@ def test_real_format_1_shard_reports_still_merge_and_render(tmp_path: Path) -> N
     assert {r["format"] for r in old} == {1}
     merged = merge_reports(old)
     assert merged["format"] == REPORT_FORMAT
-    assert merged["delivery"]["expected"] == merged["delivery"]["received"] == 2 * N * 2
+    assert merged["delivery"]["expected"] == merged["delivery"]["received"] == 2 * RECORDED_N * 2
     assert merged["delivery"]["lost"] == 0
     out = tmp_path / "merged.json"
     merge = ["load", "merge", *map(str, paths), "--report", str(out), "--check", "lost == 0"]
@@ -207,7 +211,7 @@ def test_real_format_1_shard_reports_still_merge_and_render(tmp_path: Path) -> N
         check=False,
     )
     assert r.returncode == 0, r.stderr
-    assert json.loads(out.read_text())["delivery"]["received"] == 2 * N * 2
+    assert json.loads(out.read_text())["delivery"]["received"] == 2 * RECORDED_N * 2
 
 
 def _fixtures(fmt: int) -> list[dict[str, Any]]:
@@ -230,14 +234,17 @@ def test_real_format_3_shards_merge_with_exact_figures_per_node() -> None:
     merged = merge_reports(shards)
     na, nb = merged["nodes"][a], merged["nodes"][b]
     assert (na["connections"], nb["connections"]) == ({"probe": 1, "pub": 1},) * 2
-    assert (na["events_published"], na["events_acknowledged"]) == (2 * N, 2 * N)
-    assert (nb["events_published"], nb["events_acknowledged"]) == (N, N)
+    assert (na["events_published"], na["events_acknowledged"]) == (2 * RECORDED_N, 2 * RECORDED_N)
+    assert (nb["events_published"], nb["events_acknowledged"]) == (RECORDED_N, RECORDED_N)
     figures = ("received", "unique", "lost", "duplicates", "reordered")
-    assert [na[k] for k in figures] == [2 * N, 2 * N, N, 0, 0]
-    assert [nb[k] for k in figures] == [N, N, 2 * N, 0, 0]
+    assert [na[k] for k in figures] == [2 * RECORDED_N, 2 * RECORDED_N, RECORDED_N, 0, 0]
+    assert [nb[k] for k in figures] == [RECORDED_N, RECORDED_N, 2 * RECORDED_N, 0, 0]
     assert (na["consumers"], nb["consumers"]) == (["probe-0-0"], ["probe-1-0"])
-    assert (na["latency_ms"]["count"], nb["latency_ms"]["count"]) == (2 * N, N)
-    assert _received_and_lost(merged) == {"probe-0-0": (2 * N, N), "probe-1-0": (N, 2 * N)}
+    assert (na["latency_ms"]["count"], nb["latency_ms"]["count"]) == (2 * RECORDED_N, RECORDED_N)
+    assert _received_and_lost(merged) == {
+        "probe-0-0": (2 * RECORDED_N, RECORDED_N),
+        "probe-1-0": (RECORDED_N, 2 * RECORDED_N),
+    }
 
 
 def test_real_format_2_shards_merge_with_connections_per_node_only() -> None:
@@ -251,7 +258,10 @@ def test_real_format_2_shards_merge_with_connections_per_node_only() -> None:
     assert merged["nodes"][a]["connections"] == merged["nodes"][b]["connections"]
     assert merged["nodes"][a]["connections"] == {"probe": 1, "pub": 1}
     assert {merged["nodes"][a][k] for k in ("received", "lost", "events_published")} == {None}
-    assert _received_and_lost(merged) == {"probe-0-0": (2 * N, N), "probe-1-0": (N, 2 * N)}
+    assert _received_and_lost(merged) == {
+        "probe-0-0": (2 * RECORDED_N, RECORDED_N),
+        "probe-1-0": (RECORDED_N, 2 * RECORDED_N),
+    }
     assert "n/a" in _text(render_table(merged))
 
 
@@ -266,10 +276,10 @@ def test_reports_of_formats_1_2_and_3_merge_together(tmp_path: Path) -> None:
     assert len(merged["expected_last_seq"]) == 2 + 3 + 3
     # Format 1 ran on one mosquitto (each probe heard both matches); 2 and 3 on two.
     assert _received_and_lost(merged) == {
-        "probe-0-0": (2 * N + 2 * N + 2 * N, 2 * N),
-        "probe-1-0": (2 * N + N + N, 4 * N),
+        "probe-0-0": (2 * RECORDED_N + 2 * RECORDED_N + 2 * RECORDED_N, 2 * RECORDED_N),
+        "probe-1-0": (2 * RECORDED_N + RECORDED_N + RECORDED_N, 4 * RECORDED_N),
     }
-    assert merged["sender"]["events_published"] == 8 * N
+    assert merged["sender"]["events_published"] == 8 * RECORDED_N
     nodes = {url for r in old + new for url in (r.get("nodes") or {})}
     assert set(merged["nodes"]) == nodes and len(nodes) == 4
     for url, node in merged["nodes"].items():
@@ -286,7 +296,7 @@ def test_reports_of_formats_1_2_and_3_merge_together(tmp_path: Path) -> None:
         env={**os.environ, "COLUMNS": "200"},
     )
     assert r.returncode == 0, r.stderr
-    assert json.loads(out.read_text())["delivery"]["received"] == 10 * N
+    assert json.loads(out.read_text())["delivery"]["received"] == 10 * RECORDED_N
     assert "node mqtt://" in r.stdout
 
 

@@ -42,7 +42,11 @@ def test_every_fact_says_whether_it_is_from_the_article_or_assumed() -> None:
     assert all(f.source in ("article", "assumption") for f in facts)
     assert {p.source for p in m.periods} == {"assumption"}  # the article gives no added time
     assert m.kickoff.source == "assumption"  # the hour is ours
-    assert all(i.source == "article" for i in m.timeline)
+    told = [i for i in m.timeline if i.type in ("goal", "possession")]
+    assert len(told) == 4 and all(i.source == "article" for i in told)
+    # The full feed is the article's only as far as it goes: the rest is assumed, with why.
+    assumed = [i for i in m.timeline if i not in told]
+    assert assumed and all(i.source == "assumption" and i.note for i in assumed)
 
 
 def _write(tmp_path: Path, data: object, name: str = "m.yaml") -> Path:
@@ -74,8 +78,8 @@ def _semi_data() -> dict:  # type: ignore[type-arg]
         (lambda d: d["timeline"][3].update(added=9), "past the 5 added minute(s) of 2H"),
         (lambda d: d.pop("home"), "home: Field required"),
         (
-            lambda d: d["timeline"].append(
-                {"type": "red_card", "minute": 3, "source": "assumption"}
+            lambda d: d["timeline"].insert(
+                4, {"type": "red_card", "minute": 3, "source": "assumption"}
             ),
             "timeline.4: Input tag 'red_card'",
         ),

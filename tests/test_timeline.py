@@ -2,7 +2,7 @@
 
 from collections import Counter
 
-from events import MatchState, Period, apply
+from events import EVENT_MODELS, MatchState, Period, apply
 from simulator import expand, resolve_matches
 
 
@@ -23,7 +23,11 @@ def test_a_clock_tick_for_every_minute_played_including_added_time() -> None:
 
 def test_the_shape_of_the_match() -> None:
     stream = _stream()
+    feed = {m.event_type() for m in EVENT_MODELS if m.added_in == "1.4"}
     kinds = [(s.event.type, s.event.clock.label) for s in stream if s.event.type != "clock"]
+    shots = [k for k in kinds if k[0] == "shot"]
+    assert len(shots) == 30 and shots[0] == ("shot", "9'")  # ARG 22, ENG 8 (the full feed)
+    kinds = [k for k in kinds if k[0] not in feed]
     assert kinds == [
         ("kick_off", "1'"),
         ("period_end", "45+3'"),
@@ -34,15 +38,20 @@ def test_the_shape_of_the_match() -> None:
         ("goal", "90+2'"),
         ("full_time", "90+5'"),
     ]
-    assert Counter(s.breaks for s in stream) == Counter({0: 50, 1: len(stream) - 50})
+    first_half = 1 + next(i for i, s in enumerate(stream) if s.event.type == "period_end")
+    assert first_half == 79  # kick-off, 48 ticks, the full feed's 29 events, half time
+    assert Counter(s.breaks for s in stream) == Counter(
+        {0: first_half, 1: len(stream) - first_half}
+    )
 
 
 def test_incidents_follow_the_tick_of_their_minute_and_time_never_goes_back() -> None:
     stream = _stream()
     assert [s.play_s for s in stream] == sorted(s.play_s for s in stream)
     goal_55 = next(i for i, s in enumerate(stream) if s.event.type == "goal")
-    assert stream[goal_55 - 1].event.type == "clock"
-    assert stream[goal_55 - 1].event.clock.label == "55'"
+    assert stream[goal_55 - 1].event.type == "shot"  # the goal's shot, then the goal
+    assert stream[goal_55 - 2].event.type == "clock"
+    assert stream[goal_55 - 2].event.clock.label == "55'"
 
 
 def test_folding_the_stream_gives_the_final_result() -> None:

@@ -10,9 +10,10 @@ import matchcast.web
 from consumers import MAX_MATCHES
 from events import Event, MatchState, apply
 from matchcast.web import Client, Frame, Hub
-from simulator import expand, resolve_matches
+from simulator import expand, lean_match, resolve_matches
 
-SEMI = resolve_matches("semifinal")[0]
+#: The lean feed: the hub's frames, whatever the events; its seqs are pinned below.
+SEMI = lean_match(resolve_matches("semifinal")[0])
 EVENTS: list[Event] = [s.event for s in expand(SEMI)]
 
 

@@ -12,10 +12,11 @@ from events import Event, MatchState, Topics, apply
 from matchcast.app import run_replay, run_watch
 from matchcast.transport.connection import BrokerURL
 from matchcast.web import Hub, WebServer, bridge
-from simulator import ReplayOptions, expand, resolve_matches
+from simulator import ReplayOptions, expand, lean_match, resolve_matches
 from tests._sse import SSEClient, get, open_stream
 
-SEMI = resolve_matches("semifinal")[0]
+#: The lean feed: the hub's frames, whatever the events; its seqs are pinned below.
+SEMI = lean_match(resolve_matches("semifinal")[0])
 EVENTS: list[Event] = [s.event for s in expand(SEMI)]
 
 

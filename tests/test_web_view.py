@@ -70,8 +70,8 @@ def test_clock_status_and_goals_as_the_page_shows_them() -> None:
     view = page_view(final)
     assert (view["clock"], view["status"]) == ("FT", "Full time")
     assert view["goals"] == [
-        {"how": g.detail, "tag": ""} for g in final.goals
-    ]  # the semi-final's goals all have a detail
+        {"how": g.detail, "tag": "", "x": g.clock.minute + g.clock.added / 10} for g in final.goals
+    ]  # the semi-final's goals all have a detail; x: their place on the timelines
     assert view["joined"][-1] == {
         "minute": "FT",
         "kind": "JOINED",

@@ -52,7 +52,7 @@ from matchcast.transport.connection import (
     broker_url_from,
     describe,
 )
-from simulator import Match, Recording, resolve_matches, resolve_sources
+from simulator import Feed, Match, Recording, in_feed, resolve_matches, resolve_sources
 
 __all__ = [
     "BROKER_PANEL",
@@ -73,6 +73,7 @@ __all__ = [
     "ControlReplayerOpt",
     "DemoSpeedOpt",
     "ExitAtFullTimeOpt",
+    "FeedOpt",
     "FromOpt",
     "HelpAllOpt",
     "KeyFileOpt",
@@ -95,11 +96,13 @@ __all__ = [
     "VerboseOpt",
     "ViewClientOpt",
     "WebBrokerOpt",
+    "WebDemoFeedOpt",
     "WebDemoFromOpt",
     "WebDemoSpeedOpt",
     "check_start",
     "choice",
     "connection_options",
+    "in_feeds",
     "load_matches",
     "load_sources",
     "match_filter",
@@ -117,6 +120,7 @@ __all__ = [
 ]
 
 E = TypeVar("E", bound=Enum)
+S = TypeVar("S", Match, Match | Recording)
 
 #: The port of the embedded broker, and where commands look for a broker when none is given.
 DEFAULT_EMBEDDED_PORT = 1883
@@ -530,6 +534,34 @@ FromOpt = Annotated[
 WebDemoFromOpt = Annotated[
     str | None, _from_option("Start at this minute, e.g. 60.", panel="Demo replay")
 ]
+
+
+def _feed_option(panel: str | None = None) -> Any:
+    return typer.Option(
+        "--feed",
+        parser=choice(Feed),
+        metavar="full|lean",
+        help="full: every event, shots, saves, corners, fouls and offsides included (wire "
+        "1.4); lean: the events of wire 1.3 (goals, cards, substitutions, ...).",
+        rich_help_panel=panel,
+    )
+
+
+#: replay and demo: which events the replay sends (:func:`in_feeds`).
+FeedOpt = Annotated[Feed, _feed_option()]
+#: web: only its --demo replay has a feed.
+WebDemoFeedOpt = Annotated[Feed, _feed_option("Demo replay")]
+
+
+def in_feeds(sources: list[S], feed: Feed) -> list[S]:
+    """The matches as ``feed`` carries them (:func:`simulator.in_feed`); a recording replays
+    what it recorded, so the lean feed refuses one (exit 2)."""
+    if feed is Feed.full:
+        return sources
+    if any(isinstance(s, Recording) for s in sources):
+        fail("--feed lean applies to matches; a recording replays the events it recorded", 2)
+    return [in_feed(s, feed) if isinstance(s, Match) else s for s in sources]
+
 
 # ---------------------------------------------------------------- chaos
 

@@ -29,6 +29,7 @@ from matchcast.cli.options import (
     ChaosLogOpt,
     ChaosOpt,
     DemoSpeedOpt,
+    FeedOpt,
     FromOpt,
     HelpAllOpt,
     KeyFileOpt,
@@ -45,6 +46,7 @@ from matchcast.cli.options import (
     VerboseOpt,
     check_start,
     connection_options,
+    in_feeds,
     load_matches,
     load_sources,
     number,
@@ -62,6 +64,7 @@ from simulator import (
     MAX_RESEND_WINDOW_S,
     RESEND_WINDOW_S,
     ChaosSpecError,
+    Feed,
     Match,
     Recording,
     ReplayOptions,
@@ -90,6 +93,7 @@ def demo(
     ] = None,
     speed: DemoSpeedOpt = str(int(DEMO_SPEED)),
     start: FromOpt = None,
+    feed: FeedOpt = Feed.full,
     verbose: VerboseOpt = 0,
     log_format: LogFmtOpt = "auto",
     help_all: HelpAllOpt = False,
@@ -98,7 +102,7 @@ def demo(
     scoreboard watching it, in one process."""
     setup_logs(log_format, verbose, quiet_default=True)
     options = ReplayOptions(speed=parse_speed(speed), start=parse_from(start))
-    found = load_matches(match_spec)
+    found = in_feeds(load_matches(match_spec), feed)
     if len(found) != 1:
         fail(
             f"demo plays one match; {match_spec} is {len(found)} matches "
@@ -175,6 +179,7 @@ def replay(
     ] = None,
     speed: ReplaySpeedOpt = None,
     start: FromOpt = None,
+    feed: FeedOpt = Feed.full,
     break_seconds: Annotated[
         float | None,
         typer.Option(
@@ -241,7 +246,7 @@ def replay(
     replayer = _replayer(replayer, replayer_id)
     url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
     specs: list[str | None] = list(match) if match else [None]
-    matches = [m for spec in specs for m in load_sources(spec)]
+    matches = in_feeds([m for spec in specs for m in load_sources(spec)], feed)
     recording = any(isinstance(m, Recording) for m in matches)
     options = ReplayOptions(
         speed=parse_speed(speed or ("1" if recording else "60")),

@@ -37,10 +37,12 @@ from matchcast.cli.options import (
     VerboseOpt,
     ViewClientOpt,
     WebBrokerOpt,
+    WebDemoFeedOpt,
     WebDemoFromOpt,
     WebDemoSpeedOpt,
     check_start,
     connection_options,
+    in_feeds,
     load_matches,
     parse_from,
     parse_protocol,
@@ -51,6 +53,7 @@ from matchcast.cli.options import (
     whole,
 )
 from matchcast.transport.clients import ClientKind
+from simulator import Feed
 
 if TYPE_CHECKING:
     from matchcast.transport.connection import BrokerURL, Protocol
@@ -132,6 +135,7 @@ def web(
     ] = None,
     speed: WebDemoSpeedOpt = str(int(DEMO_SPEED)),
     start: WebDemoFromOpt = None,
+    feed: WebDemoFeedOpt = Feed.full,
     broker: WebBrokerOpt = None,
     ca_file: CaFileOpt = None,
     cert_file: CertFileOpt = None,
@@ -156,7 +160,7 @@ def web(
     topics = parse_topics(root)
     replayers = replayer_ids(replayer)
     replay = demo or url is None
-    matches = load_matches(match) if replay else []
+    matches = in_feeds(load_matches(match), feed) if replay else []
     # Ctrl-C is how the page ends: its replay's end is no warning.
     options = ReplayOptions(
         speed=parse_speed(speed), start=parse_from(start), topics=topics, cancel_is_stop=True

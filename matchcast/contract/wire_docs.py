@@ -270,6 +270,22 @@ def _versioning() -> list[str]:
         "and ignores `info`. It rejects a snapshot whose `status` is `stopped` (an enum value "
         "it does not know: `message.rejected`, dead-lettered) and keeps the state it had; "
         "upgrade readers to 1.2 to show a stopped match as stopped.",
+        "",
+        "Added in 1.4, the full feed (`--feed full`, the default; `--feed lean` leaves it out):",
+        "",
+        "- `shot` (with its `xg`, body part and whether it was taken inside the box), `save`, "
+        "`corner`, `foul`, `offside` and `penalty_awarded`. Every goal but an own goal follows "
+        "its shot, whose outcome is `goal`; a shoot-out kick is not a shot;",
+        "- `shot_id` on `goal` (the shot it came from) and `foul_id` on `card` (the foul it "
+        "punished);",
+        "- `stats` on the state snapshot: per team, shots, shots on target (outcome `goal` or "
+        "`saved`), expected goals, corners, fouls, offsides and saves, so a late joiner has them "
+        "at once; a goal ruled out takes its shot back off (`scoring_shots` keeps what it "
+        "needs for that).",
+        "",
+        "A 1.3 reader skips the six new event types (counted in `unknown_skipped`, not "
+        "dead-lettered) and ignores `shot_id`, `foul_id`, `stats` and `scoring_shots`: it sees "
+        "the lean feed.",
     ]
 
 

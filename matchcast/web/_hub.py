@@ -43,11 +43,13 @@ import structlog
 
 from consumers import MAX_MATCHES
 from events import Event, MatchState, encode_event, encode_state
-from matchcast.web._view import STATUS_LABELS, page_view
+from matchcast.web._view import STATUS_LABELS, page_view, xg_point
 
 __all__ = ["Client", "Frame", "Hub", "HubStats", "MatchSummary"]
 
 _log = structlog.get_logger("matchcast.web")
+#: Points of the expected-goals timeline the hub keeps per match.
+XG_POINTS = 256
 
 #: A summary of one match for the picker: what a ``matches`` frame lists.
 MatchSummary = dict[str, object]
@@ -162,6 +164,9 @@ class _Channel:
     state: MatchState | None = None
     clients: set[Client] = field(default_factory=set)
     replayer: Literal["online", "offline"] | None = None  # its replayer's last status
+    #: The expected-goals timeline of the run so far (a point per shot the hub saw), sent to
+    #: a browser that joins; bounded (a match has about 25 shots).
+    xg: deque[dict[str, object]] = field(default_factory=lambda: deque(maxlen=XG_POINTS))
 
 
 class Hub:
@@ -169,7 +174,7 @@ class Hub:
 
     Args:
         history: update frames kept per match for ``Last-Event-ID`` resume (the semi-final is
-            106 events; an older id gets the snapshot instead).
+            191 events in the full feed; an older id gets the snapshot instead).
         queue_size: live frames a browser may have waiting before it is dropped.
         clock: monotonic time in seconds; the running loop's by default.
     """
@@ -205,12 +210,17 @@ class Hub:
             # A new run (a seek, a restarted replay): the old run's frames are another story,
             # and a browser resuming by seq must not be sent them.
             channel.history.clear()
+            channel.xg.clear()
         channel.state = state
         said = event.commentary(state)
+        point = xg_point(event, state)
+        if point is not None:
+            channel.xg.append(point)
         extras = {
             "view": page_view(state),
             "ticker": None if said is None else said.page(),
             "line": None if said is None else said.terminal,
+            "xg_point": point,
         }
         payload = b"".join(
             (
@@ -238,6 +248,8 @@ class Hub:
         older id gets this snapshot instead.
         """
         channel = self._channel(state.match_id)
+        if channel.state is not None and channel.state.run != state.run:
+            channel.xg.clear()  # another run's shots
         channel.state = state
         channel.history.clear()
         self.stats.snapshots += 1
@@ -343,7 +355,9 @@ class Hub:
         return Frame(sse("replayer", payload), None, self.now())
 
     def _snapshot_frame(self, state: MatchState) -> Frame:
-        view = json.dumps(page_view(state), ensure_ascii=False).encode()
+        channel = self._channels.get(state.match_id)
+        xg = list(channel.xg) if channel is not None else []
+        view = json.dumps(page_view(state) | {"xg": xg}, ensure_ascii=False).encode()
         payload = b'{"state":' + encode_state(state) + b',"view":' + view + b"}"
         return Frame(sse("state", payload, state.last_seq), state.last_seq, self.now())
 

@@ -9,9 +9,28 @@ and no period's length is written in ``static/control.js``.
 
 from __future__ import annotations
 
-from events import Event, Goal, GoalRecord, MatchState, MatchStatus, Period, facts
+from events import (
+    Event,
+    Goal,
+    GoalRecord,
+    MatchClock,
+    MatchState,
+    MatchStatus,
+    Period,
+    Shot,
+    facts,
+    stats_rows,
+)
 
-__all__ = ["STATUS_LABELS", "page_clock", "page_timeline", "page_view", "ticker_row"]
+__all__ = [
+    "STATUS_LABELS",
+    "page_clock",
+    "page_timeline",
+    "page_view",
+    "ticker_row",
+    "timeline_x",
+    "xg_point",
+]
 
 #: How the page's status pill names each status.
 STATUS_LABELS: dict[MatchStatus, str] = {
@@ -58,8 +77,33 @@ def page_timeline(state: MatchState) -> dict[str, int]:
     return {"first": periods[0].first_minute, "last": periods[-1].last_minute}
 
 
-def _goal(goal: GoalRecord) -> dict[str, str]:
-    return {"how": facts.goal_how(goal.method, goal.detail), "tag": facts.goal_tag(goal.method)}
+def timeline_x(clock: MatchClock) -> float:
+    """Where ``clock`` sits on the page's timelines, in regulation minutes: its minute, and a
+    tenth of a minute past the period's end for each added one (at most nine), so ``45+3'``
+    is 45.3, before the second half's 46."""
+    return clock.minute + min(clock.added, 9) / 10
+
+
+def xg_point(event: Event, state: MatchState) -> dict[str, object] | None:
+    """A point of the expected-goals timeline: a shot, and its team's xg after it; None for
+    any other event."""
+    if not isinstance(event, Shot) or event.team not in state.stats:
+        return None
+    return {
+        "x": timeline_x(event.clock),
+        "minute": event.clock.label,
+        "team": event.team,
+        "xg": state.stats[event.team].xg,
+        "goal": event.outcome == "goal",
+    }
+
+
+def _goal(goal: GoalRecord) -> dict[str, object]:
+    return {
+        "how": facts.goal_how(goal.method, goal.detail),
+        "tag": facts.goal_tag(goal.method),
+        "x": timeline_x(goal.clock),
+    }
 
 
 def _joined(state: MatchState, clock: str) -> list[dict[str, str]]:
@@ -81,8 +125,9 @@ def _joined(state: MatchState, clock: str) -> list[dict[str, str]]:
 
 def page_view(state: MatchState) -> dict[str, object]:
     """What the page shows of ``state`` beyond its fields: the clock, the status label, each
-    goal's ``how`` and ``tag`` (in ``state.goals`` order), the ticker of a page joining, and
-    the controls' timeline (:func:`page_timeline`)."""
+    goal's ``how``, ``tag`` and place on the timelines (``x``, in ``state.goals`` order), the
+    ticker of a page joining, the span of the timelines (:func:`page_timeline`), and the
+    stats panel's rows (empty without stats: a lean feed)."""
     clock = page_clock(state)
     return {
         "clock": clock,
@@ -90,4 +135,6 @@ def page_view(state: MatchState) -> dict[str, object]:
         "goals": [_goal(g) for g in state.goals],
         "joined": _joined(state, clock),
         "timeline": page_timeline(state),
+        "clock_x": timeline_x(state.clock) if state.clock else None,
+        "stats": stats_rows(state),
     }

@@ -35,12 +35,23 @@ class Named(_Raw):
 
 class _Card(_Raw):
     card: Named | None = None
+    penalty: bool = False
 
 
 class _Shot(_Raw):
     outcome: Named
     type: Named | None = None
     body_part: Named | None = None
+    statsbomb_xg: float | None = Field(default=None, ge=0, le=1)
+
+
+class _Pass(_Raw):
+    type: Named | None = None
+    outcome: Named | None = None
+
+
+class _Keeper(_Raw):
+    type: Named | None = None
 
 
 class _Substitution(_Raw):
@@ -48,6 +59,7 @@ class _Substitution(_Raw):
 
 
 class Event(_Raw):
+    id: str | None = None
     index: StrictInt = Field(ge=1)
     period: StrictInt = Field(ge=1, le=5)
     minute: StrictInt = Field(ge=0, le=150)
@@ -55,7 +67,11 @@ class Event(_Raw):
     type: Named
     team: Named
     player: Named | None = None
+    location: list[float] | None = None
+    related_events: tuple[str, ...] = ()
     shot: _Shot | None = None
+    pass_: _Pass | None = Field(default=None, alias="pass")
+    goalkeeper: _Keeper | None = None
     foul_committed: _Card | None = None
     bad_behaviour: _Card | None = None
     substitution: _Substitution | None = None

@@ -10,6 +10,9 @@ What it does not record is filled in and marked ``source: assumption``: the adde
 period (at least the latest added minute with a goal), and the kicks of a shoot-out (made up to
 end at the recorded score, team 1 kicking first).
 
+openfootball records no shots, saves, corners, fouls, offsides or expected goals: its matches
+are results, and replay as the lean feed.
+
 Every goal list is checked against the recorded score, so a file that is not what it claims
 to be is refused with the record named (``matches[12].goals1[0].minute: ...``) rather than
 turned into a silently wrong match.

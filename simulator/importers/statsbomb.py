@@ -11,7 +11,13 @@ What is read from the events (``{match_id}.json``, a list of events):
   with its ``Own Goal For`` twin (the team credited);
 - cards: ``Foul Committed`` and ``Bad Behaviour`` events with a card;
 - substitutions, and the ``Half Start`` / ``Half End`` of each period, whose end gives the added
-  time; shots in period 5 are the shoot-out.
+  time; shots in period 5 are the shoot-out, not match shots;
+- the full feed: every ``Shot`` (with ``statsbomb_xg``, the body part, and whether its
+  ``location`` is inside the penalty area), a goal's shot on its goal; the keeper of a saved
+  shot from its related ``Goal Keeper`` event (``Shot Saved``...), which becomes a ``save``;
+  corners, passes of type ``Corner``; fouls, every ``Foul Committed`` (a card names its foul;
+  one with ``penalty`` awards the other team a penalty); offsides, ``Offside`` events and
+  passes with outcome ``Pass Offside``.
 
 StatsBomb counts minutes continuously (``minute`` 47, ``second`` 30 in the first half is 47:30
 of play); football labels the minute being played and counts past the period's end as added
@@ -53,7 +59,22 @@ __all__ = ["ATTRIBUTION", "import_statsbomb"]
 #: The attribution StatsBomb's user agreement asks for; imported files carry it.
 ATTRIBUTION = "Data: StatsBomb Open Data (github.com/statsbomb/open-data), provided by StatsBomb"
 
-#: Minute count at the start of each period, as StatsBomb gives it.
+#: A shot's outcome as StatsBomb names it, and as the wire does: on target is a goal or a save
+#: (``Saved To Post`` included); ``Saved Off Target`` was going wide.
+_SHOT_OUTCOMES = {
+    "Goal": "goal",
+    "Saved": "saved",
+    "Saved To Post": "saved",
+    "Saved Off Target": "off_target",
+    "Off T": "off_target",
+    "Wayward": "off_target",
+    "Post": "woodwork",
+    "Blocked": "blocked",
+}
+_BODY_PARTS = {"Right Foot": "right_foot", "Left Foot": "left_foot", "Head": "head"}
+#: StatsBomb's pitch is 120 by 80; the penalty area is the last 18 of the length and the
+#: middle 44 of the width.
+_BOX_X, _BOX_Y = 102.0, (18.0, 62.0)
 _CARDS: dict[str, Literal["yellow", "second_yellow", "red"]] = {
     "Yellow Card": "yellow",
     "Second Yellow": "second_yellow",
@@ -97,6 +118,14 @@ def import_statsbomb(
     return _Importer(files, date, home).match()
 
 
+def _outcome(e: Event) -> str:
+    return e.pass_.outcome.name if e.pass_ is not None and e.pass_.outcome is not None else ""
+
+
+def _pass_type(e: Event) -> str:
+    return e.pass_.type.name if e.pass_ is not None and e.pass_.type is not None else ""
+
+
 def _validated(adapter: TypeAdapter[Any], path: Path, data: Any, root: str) -> Any:
     try:
         return adapter.validate_python(data)
@@ -110,6 +139,8 @@ class _Importer:
     ) -> None:
         self.path, raw = files["events"]
         self.events: list[Event] = _validated(EVENTS, self.path, raw, "events")
+        self.by_id = {e.id: e for e in self.events if e.id is not None}
+        self.codes: dict[str, str] = {}
         self.names: dict[int, str] = {}
         if "lineups" in files:
             lp, ldata = files["lineups"]
@@ -169,6 +200,7 @@ class _Importer:
         names = self.teams()
         home_code = club_code(names[0])
         codes = {names[0]: home_code, names[1]: club_code(names[1], taken=home_code)}
+        self.codes = codes
         timeline, ends, shootout = self.incidents(codes)
         periods = self.periods(ends, timeline)
         kickoff = self.kickoff()
@@ -237,8 +269,8 @@ class _Importer:
                         }
                     )
                 continue
-            incident = self.incident(i, e, codes)
-            if incident is None:
+            found = self.incident(i, e, codes)
+            if not found:
                 continue
             label = minute_of_play(Period(e.period), e.minute)
             if label is None:
@@ -250,23 +282,101 @@ class _Importer:
                 continue
             minute, added = label
             clock = {"minute": minute, "added": added, "second": e.second, "period": e.period}
-            timeline.append({**incident, **clock, "source": "data"})
+            timeline += [{**incident, **clock, "source": "data"} for incident in found]
         self.pair_own_goals(own_goals_for, timeline)
         return timeline, ends, shootout
 
-    def incident(self, i: int, e: Event, codes: dict[str, str]) -> dict[str, Any] | None:
+    def incident(self, i: int, e: Event, codes: dict[str, str]) -> list[dict[str, Any]]:
+        """The incidents one event makes: none, one, or a foul with its card and penalty."""
         kind = e.type.name
         team = codes[e.team.name]
-        if kind == "Shot" and e.shot is not None and e.shot.outcome.name == "Goal":
+        if kind == "Shot" and e.shot is not None:
+            return [self.shot(i, e, team)]
+        if kind == "Foul Committed":
+            return self.foul(i, e, team, codes)
+        if kind == "Offside" or (kind == "Pass" and _outcome(e) == "Pass Offside"):
+            return [{"type": "offside", "team": team, "player": self.player(e.player, i)}]
+        if kind == "Pass" and _pass_type(e) == "Corner":
+            return [{"type": "corner", "team": team, "player": self.player(e.player, i)}]
+        one = self.other_incident(i, e, codes)
+        return [one] if one is not None else []
+
+    def shot(self, i: int, e: Event, team: str) -> dict[str, Any]:
+        """A shot; with outcome Goal, the goal with its shot."""
+        assert e.shot is not None
+        outcome = _SHOT_OUTCOMES.get(e.shot.outcome.name)
+        if outcome is None:
+            self.problems.append(
+                f"{self.where(i)}.shot.outcome: unknown {e.shot.outcome.name!r}; expected one "
+                f"of {sorted(_SHOT_OUTCOMES)}"
+            )
+            outcome = "off_target"
+        if e.shot.statsbomb_xg is None:
+            self.problems.append(f"{self.where(i)}.shot.statsbomb_xg: missing")
+        body = e.shot.body_part.name if e.shot.body_part else ""
+        loc = e.location or []
+        facts = {
+            "xg": round(e.shot.statsbomb_xg or 0.0, 4),
+            "body_part": _BODY_PARTS.get(body, "other") if body else None,
+            "inside_box": len(loc) >= 2 and loc[0] >= _BOX_X and _BOX_Y[0] <= loc[1] <= _BOX_Y[1],
+        }
+        player = self.player(e.player, i)
+        if outcome == "goal":
             shot_type = e.shot.type.name if e.shot.type else ""
-            body = e.shot.body_part.name if e.shot.body_part else ""
             method = {"Penalty": "penalty", "Free Kick": "free_kick"}.get(shot_type)
             if method is None:
                 method = "header" if body == "Head" else "open_play"
-            return {"type": "goal", "team": team, "scorer": self.player(e.player, i)} | {
-                "method": method,
+            return {"type": "goal", "team": team, "scorer": player, "method": method} | {
                 "id": f"sb-{e.index}",
+                "shot": {"id": f"sb-shot-{e.index}", **facts},
             }
+        incident = {"type": "shot", "id": f"sb-shot-{e.index}", "team": team, "player": player}
+        keeper = self.keeper(e) if outcome == "saved" else None
+        return incident | {"outcome": outcome, **facts} | ({"keeper": keeper} if keeper else {})
+
+    def keeper(self, shot: Event) -> str | None:
+        """The keeper who saved ``shot``: its related ``Goal Keeper`` event's player."""
+        for related in shot.related_events:
+            e = self.by_id.get(related)
+            kind = e.goalkeeper.type.name if e and e.goalkeeper and e.goalkeeper.type else ""
+            if e is not None and kind.startswith("Shot Saved") and e.player is not None:
+                return self.player(e.player, self.events.index(e))
+        return None
+
+    def foul(self, i: int, e: Event, team: str, codes: dict[str, str]) -> list[dict[str, Any]]:
+        """A foul, the card it earned, and the penalty it gave away."""
+        foul_id = f"sb-foul-{e.index}"
+        player = self.player(e.player, i) if e.player is not None else None
+        out: list[dict[str, Any]] = [{"type": "foul", "id": foul_id, "team": team}]
+        if player is not None:
+            out[0]["player"] = player
+        card = self.card(i, e)
+        if card is not None:
+            out.append(card | {"foul": foul_id})
+        if e.foul_committed is not None and e.foul_committed.penalty:
+            other = next(c for c in codes.values() if c != team)
+            out.append({"type": "penalty_awarded", "team": other, "foul": foul_id})
+        return out
+
+    def card(self, i: int, e: Event) -> dict[str, Any] | None:
+        block = e.foul_committed if e.type.name == "Foul Committed" else e.bad_behaviour
+        if block is None or block.card is None:
+            return None
+        card = _CARDS.get(block.card.name)
+        if card is None:
+            self.problems.append(
+                f"{self.where(i)}.card: unknown card {block.card.name!r}; "
+                f"expected one of {sorted(_CARDS)}"
+            )
+            return None
+        team = e.team.name
+        return {"type": "card", "team": self.codes[team], "player": self.player(e.player, i)} | {
+            "card": card
+        }
+
+    def other_incident(self, i: int, e: Event, codes: dict[str, str]) -> dict[str, Any] | None:
+        kind = e.type.name
+        team = codes[e.team.name]
         if kind == "Own Goal Against":
             other = next(c for c in codes.values() if c != team)
             scorer = self.player(e.player, i)
@@ -274,20 +384,8 @@ class _Importer:
                 "id": f"sb-{e.index}",
                 "note": f"own goal by {scorer} ({team})",
             }
-        if kind in ("Foul Committed", "Bad Behaviour"):
-            block = e.foul_committed if kind == "Foul Committed" else e.bad_behaviour
-            if block is None or block.card is None:
-                return None
-            card = _CARDS.get(block.card.name)
-            if card is None:
-                self.problems.append(
-                    f"{self.where(i)}.card: unknown card {block.card.name!r}; "
-                    f"expected one of {sorted(_CARDS)}"
-                )
-                return None
-            return {"type": "card", "team": team, "player": self.player(e.player, i)} | {
-                "card": card
-            }
+        if kind == "Bad Behaviour":
+            return self.card(i, e)
         if kind == "Substitution":
             if e.substitution is None:
                 self.problems.append(f"{self.where(i)}.substitution: missing")

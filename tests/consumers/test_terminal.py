@@ -145,3 +145,27 @@ def test_a_new_run_of_a_match_is_marked_in_the_ticker() -> None:
     assert "KICK-OFF" in lines[2]
     view._on_state(state.model_copy(update={"run": old.run + 2}))
     assert "NEW RUN  ARG 0-0 ENG" in out.getvalue().splitlines()[-1]
+
+
+async def test_watch_shows_the_stats_on_one_line_and_prints_it_at_the_breaks() -> None:
+    """On a terminal, under the score; in a pipe, at half time and full time."""
+    out = io.StringIO()
+    view = TerminalView(Console(file=out, force_terminal=False, width=200))
+    async with Harness(view.subscriber) as h:
+        await h.play()
+    line = "shots 22-8 · on target 8-3 · xG 2.16-0.72 · corners 11-3 · fouls 12-16 · offsides 3-2"
+    assert line in _screen(view)
+    printed = [p for p in out.getvalue().splitlines() if "STATS" in p]
+    assert len(printed) == 2 and printed[-1] == f"{'':<7}STATS  {line}"
+    assert printed[0].startswith(f"{'':<7}STATS  shots 5-3 · on target 1-1")  # half time
+
+
+async def test_a_lean_feed_shows_no_stats_line() -> None:
+    from simulator import expand, lean_match, resolve_matches
+
+    events = [s.event for s in expand(lean_match(resolve_matches("semifinal")[0]))]
+    out = io.StringIO()
+    view = TerminalView(Console(file=out, force_terminal=False))
+    async with Harness(view.subscriber) as h:
+        await h.play(events)
+    assert "STATS" not in out.getvalue() and "shots" not in _screen(view)

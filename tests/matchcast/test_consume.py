@@ -123,7 +123,7 @@ async def test_goal_alerts_react_to_a_live_replay_despite_a_crashing_and_a_slow_
 async def test_a_late_joiner_starts_from_the_retained_snapshot_then_goes_live(
     broker_url: BrokerURL, topics: Topics, client_kind: str
 ) -> None:
-    k = 70  # after the first goal
+    k = next(e.seq for e in EVENTS if e.type == "goal") + 5  # after the first goal
     await publish(broker_url, topics, 0, k)
     seen: list[tuple[str, int]] = []
     lines: list[str] = []

@@ -29,6 +29,7 @@ from matchcast.transport import mqtt311
 from matchcast.transport.clients import ClientKind, mqtt_client
 from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
+from tests._factories import SEMIFINAL_EVENTS
 from tests._proxies import SubscribeCloser
 from tests.test_fastmqtt_sessions import fake_broker, read_packet
 
@@ -173,7 +174,9 @@ async def test_a_session_whose_node_died_goes_on_clean_on_the_node_that_closed_i
     state = states[SEMI.match_id]
     assert (state.scoreline, state.status) == ("ARG 2-1 ENG", "finished")
     assert seen == sorted(set(seen)), "no seq handled twice"
-    assert runner.stats.gaps + runner.stats.resyncs >= 1 or seen == list(range(1, 107))
+    assert runner.stats.gaps + runner.stats.resyncs >= 1 or seen == list(
+        range(1, SEMIFINAL_EVENTS + 1)
+    )
 
 
 @pytest.mark.mosquitto
@@ -240,7 +243,7 @@ async def test_a_node_that_closes_every_subscribe_is_left_for_the_next(
         "ARG 2-1 ENG",
         "finished",
     )
-    assert seen == list(range(1, 107))
+    assert seen == list(range(1, SEMIFINAL_EVENTS + 1))
 
 
 async def test_a_stop_while_a_subscribe_waits_for_its_suback_ends_the_watch_at_once() -> None:

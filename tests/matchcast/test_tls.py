@@ -14,6 +14,7 @@ from matchcast.app import mqtt_client
 from matchcast.testbroker import Mosquitto, mosquitto_binary
 from matchcast.transport.connection import BrokerURL, TLSOptions
 from tests._cli import run_cli
+from tests._factories import SEMIFINAL_EVENTS
 from tests._secure import Certs, make_certs, tls_mosquitto
 
 pytestmark = pytest.mark.mosquitto
@@ -149,7 +150,7 @@ def test_load_over_tls_with_the_ca_file(
     assert result.code == 0, result.stderr
     figures = json.loads(report.read_text())
     assert figures["parameters"]["client"] == client
-    assert figures["delivery"]["expected"] == 2 * 106
+    assert figures["delivery"]["expected"] == 2 * SEMIFINAL_EVENTS
     assert figures["delivery"]["received"] == figures["delivery"]["expected"]
     assert figures["delivery"]["lost"] == 0
 

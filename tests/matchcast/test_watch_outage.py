@@ -21,6 +21,7 @@ from matchcast.app import run_replay, run_watch
 from matchcast.testbroker import FaultProxy
 from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
+from tests._factories import SEMIFINAL_EVENTS
 
 pytestmark = pytest.mark.mosquitto
 
@@ -63,6 +64,6 @@ async def test_an_outage_across_full_time_ends_on_the_final_score(
     assert seen == sorted(set(seen)), "no seq handled twice"
     assert runner.stats.resyncs == 1
     # What was published while away is a gap, reported as one: never handled, and counted.
-    assert (runner.stats.gaps, runner.stats.missing) == (1, 106 - seen[-1])
+    assert (runner.stats.gaps, runner.stats.missing) == (1, SEMIFINAL_EVENTS - seen[-1])
     synced = [e for e in logs if e["event"] == "state.synchronised" and e["reason"] == "gap"]
     assert [e["score"] for e in synced] == ["ARG 2-1 ENG"]

@@ -7,6 +7,7 @@ import json
 
 from events import MatchClock, Topics
 from simulator import ChaosSpec, Replayer, ReplayOptions, resolve_matches
+from tests._factories import SEMIFINAL_EVENTS
 from tests._fakes import FakeClock, RecordingPublisher
 
 SEMI = resolve_matches("semifinal")[0]
@@ -59,7 +60,7 @@ async def test_a_stale_state_is_not_retained_and_the_truth_is_reported() -> None
     stale = [p for p in pub.sent if p.topic.endswith("/state") and not p.retain]
     assert len(stale) == sum(f.fault == "stale-state" for f in report.faults)  # type: ignore[attr-defined]
     truth = report.truth  # type: ignore[attr-defined]
-    assert truth.scoreline == "ARG 2-1 ENG" and truth.last_seq == 106 + 6
+    assert truth.scoreline == "ARG 2-1 ENG" and truth.last_seq == SEMIFINAL_EVENTS + 6
 
 
 async def test_from_a_minute_a_restart_starts_again_from_there() -> None:

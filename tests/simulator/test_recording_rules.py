@@ -131,6 +131,7 @@ BROKEN: dict[str, tuple[bytes, int, str]] = {
                 scorer=None,
                 method=None,
                 detail=None,
+                shot_id=None,
                 reason="offside",
             ),
         ),

@@ -7,6 +7,8 @@
 // The words come from the server: each state's `view` (clock, status label, goals' labels, the
 // ticker a joining page starts with) and each event's `ticker` row (minute, kind, text, style),
 // the same words as the terminal ticker's. This script draws; it knows no event type.
+// The live match stats come as the view's `stats` rows (label, each team's figure); the
+// expected-goals timeline as points (`xg` in a snapshot's view, `xg_point` with an update).
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -20,6 +22,8 @@ let state = null;
 let view = null; // what the server says the page shows of `state`
 let matches = [];
 let replayerOffline = false;
+let xgPoints = []; // the expected-goals timeline of this run: { x, minute, team, xg, goal }
+const SVG = "http://www.w3.org/2000/svg";
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -77,6 +81,90 @@ function render() {
   $("match-id").textContent = `Match ${s.match_id}`;
   renderGoals(s, h);
   renderPossession(s, h, a);
+  renderStats(h, a);
+  renderXg(s, h, a);
+}
+
+// A bar per stat, as live-score apps show them: each team's share of the stat.
+function renderStats(h, a) {
+  const rows = view.stats || [];
+  $("stats").hidden = rows.length === 0;
+  if (!rows.length) return;
+  $("stats-home").textContent = h;
+  $("stats-away").textContent = a;
+  $("stat-rows").replaceChildren(...rows.map((r) => {
+    const total = r.home_value + r.away_value;
+    const hw = total ? (100 * r.home_value) / total : 50;
+    return el("li", { class: "stat-row", "data-stat": r.key },
+      el("span", { class: "sv home" }, r.home),
+      el("span", { class: "sl" }, r.label),
+      el("span", { class: "sv away" }, r.away),
+      el("span", { class: "stat-bar", role: "img", "aria-label": `${r.label}: ${h} ${r.home}, ${a} ${r.away}` },
+        bar("sb-home", hw), bar("sb-away", 100 - hw)));
+  }));
+}
+
+function bar(cls, width) {
+  const span = el("span", { class: cls });
+  span.style.width = `${width}%`;
+  return span;
+}
+
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// Each team's expected goals, summed shot by shot over the match, and its goals on the line.
+function renderXg(s, h, a) {
+  const box = $("xg");
+  const rows = view.stats || [];
+  box.hidden = rows.length === 0 || !h || !a;
+  if (box.hidden) return;
+  const xgRow = rows.find((r) => r.key === "xg");
+  $("xg-totals").textContent = `${h} ${xgRow.home} · ${a} ${xgRow.away}`;
+  const W = 320, H = 140, L = 26, R = 8, T = 8, B = 18;
+  const { first, last } = view.timeline;
+  const top = Math.max(1, Math.ceil(Math.max(xgRow.home_value, xgRow.away_value, ...xgPoints.map((p) => p.xg))));
+  const px = (x) => L + ((Math.min(Math.max(x, first), last + 1) - first) / (last + 1 - first)) * (W - L - R);
+  const py = (y) => H - B - (y / top) * (H - T - B);
+  const chart = $("xg-chart");
+  const parts = [svg("line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B })];
+  for (const m of [first, 45, 90, 105, last].filter((m, i, all) => m >= first && m <= last && all.indexOf(m) === i)) {
+    parts.push(svg("text", { class: "tick", x: px(m), y: H - 5, "text-anchor": "middle" }, `${m}'`));
+  }
+  for (let y = 0; y <= top; y += top > 3 ? 2 : 1) {
+    parts.push(svg("text", { class: "tick", x: 2, y: py(y) + 3 }, y.toFixed(1)));
+  }
+  const now = view.clock_x ?? last;
+  const at = (team, x) => {
+    let y = 0;
+    for (const p of xgPoints) if (p.team === team && p.x <= x) y = p.xg;
+    return y;
+  };
+  for (const [side, code] of [["home", h], ["away", a]]) {
+    let d = `M${px(first)},${py(0)}`;
+    let y = 0;
+    for (const p of xgPoints.filter((q) => q.team === code)) {
+      d += ` H${px(p.x)} V${py(p.xg)}`;
+      y = p.xg;
+    }
+    d += ` H${px(Math.max(now, ...xgPoints.map((p) => p.x)))}`;
+    parts.push(svg("path", { class: `line ${side}`, d, "data-team": code, "data-xg": y.toFixed(2) }));
+  }
+  s.goals.forEach((g, i) => {
+    const side = g.team === h ? "home" : "away";
+    const x = view.goals[i].x;
+    const dot = svg("circle", { class: `goal ${side}`, cx: px(x), cy: py(at(g.team, x)), r: 4, "data-minute": g.clock.label });
+    dot.append(svg("title", {}, `${g.clock.label} ${g.scorer} (${g.team})`));
+    const anchor = px(x) > W - 30 ? "end" : "middle"; // a late goal's label stays in the chart
+    parts.push(dot, svg("text", { class: "goal-label", x: px(x), y: py(at(g.team, x)) - 7, "text-anchor": anchor }, g.clock.label));
+  });
+  chart.replaceChildren(...parts);
+  const goals = s.goals.map((g) => `${g.team} ${g.clock.label}`).join(", ");
+  chart.setAttribute("aria-label", `Expected goals over the match: ${h} ${xgRow.home}, ${a} ${xgRow.away}${goals ? `; goals: ${goals}` : ""}`);
 }
 
 // Competition, stage, venue and kickoff, as the match file has them (schema 1.2's info).
@@ -182,6 +270,7 @@ function onState(e) {
   const first = newStory(state, s);
   state = s;
   view = v;
+  xgPoints = v.xg || [];
   if (first) restartTicker(v);
   render();
 }
@@ -192,10 +281,12 @@ function scoreChanged(prev, s) {
 }
 
 function onUpdate(e) {
-  const { state: s, view: v, ticker } = JSON.parse(e.data);
+  const { state: s, view: v, ticker, xg_point: point } = JSON.parse(e.data);
   const prev = state;
   state = s;
   view = v;
+  if (newStory(prev, s)) xgPoints = [];
+  if (point) xgPoints.push(point);
   if (scoreChanged(prev, s)) {
     const score = $("score");
     score.classList.remove("flash");
@@ -256,6 +347,7 @@ function follow(matchId) {
   current = matchId;
   state = null;
   view = null;
+  xgPoints = [];
   replayerOffline = false;
   $("board").dataset.loading = "";
   const url = new URL(location.href);
