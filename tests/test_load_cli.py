@@ -21,7 +21,8 @@ from matchcast.load import CheckError, evaluate_checks, parse_check, render_tabl
 from matchcast.load import failures as _failures
 from matchcast.testing import Mosquitto
 from matchcast.transport.connection import BrokerURL
-from tests._factories import SEMIFINAL_EVENTS
+from tests._cli import run_cli
+from tests._factories import SEMIFINAL_EVENTS, SEMIFINAL_LEAN_EVENTS
 
 N = SEMIFINAL_EVENTS  # events of one semi-final
 
@@ -319,3 +320,25 @@ def test_a_ramp_that_is_not_finite_or_past_a_day_is_refused(ramp: str) -> None:
     result = run_cli("load", "--ramp", ramp, "--broker", "mqtt://127.0.0.1:1")
     assert result.code == 2
     assert "--ramp" in result.stderr
+
+
+@pytest.mark.mosquitto
+@pytest.mark.parametrize(
+    ("feed", "events"), [("full", SEMIFINAL_EVENTS), ("lean", SEMIFINAL_LEAN_EVENTS)]
+)
+def test_load_plays_the_feed_asked_for_and_its_report_says_which(
+    mosquitto: Mosquitto, tmp_path: Path, feed: str, events: int
+) -> None:
+    """--feed full (the default) sends every event of wire 1.4, lean those of 1.3; the report
+    names the feed, so two runs are compared knowing what each carried."""
+    out = tmp_path / "r.json"
+    result = run_cli("load", "--broker", mosquitto.url, "--matches", "1", "--speed", "max",
+                     "--feed", feed, "--root", f"mcf-{tmp_path.name}", "--live", "none",
+                     "--report", str(out))  # fmt: skip
+    assert result.code == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert report["parameters"]["feed"] == feed
+    assert report["sender"]["events_published"] == events
+    wide = Console(width=300, record=True)
+    wide.print(render_table(report))
+    assert f"{feed} feed" in wide.export_text()

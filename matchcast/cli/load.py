@@ -29,6 +29,7 @@ from matchcast.cli.options import (
     HelpAllOpt,
     KeyFileOpt,
     LoadBrokerOpt,
+    LoadFeedOpt,
     LoadQosOpt,
     LoadSpeedOpt,
     LogFmtOpt,
@@ -40,6 +41,7 @@ from matchcast.cli.options import (
     TruthOpt,
     VerboseOpt,
     connection_options,
+    in_feeds,
     load_matches,
     number,
     parse_protocol,
@@ -50,7 +52,7 @@ from matchcast.cli.options import (
 )
 from matchcast.load import LoadError, make_factory, nothing_delivered
 from matchcast.transport.clients import ClientKind
-from simulator import ChaosSpec, ChaosSpecError
+from simulator import ChaosSpec, ChaosSpecError, Feed
 
 __all__ = ["make_factory", "nothing_delivered", "register"]
 
@@ -125,6 +127,7 @@ def load(
         ),
     ] = 1,
     speed: LoadSpeedOpt = None,
+    feed: LoadFeedOpt = Feed.full,
     rate: Annotated[
         float | None,
         typer.Option(
@@ -496,7 +499,8 @@ def _plan(args: Any) -> Any:
     """Read what the command module reads (sources, topics, speed, chaos, protocol) and plan."""
     from matchcast.load import plan  # noqa: PLC0415
 
-    sources = [m for spec in (args.specs or [None]) for m in load_matches(spec)]
+    loaded = [m for spec in (args.specs or [None]) for m in load_matches(spec)]
+    sources = in_feeds(loaded, Feed(args.feed))
     return plan(
         args,
         sources=sources,

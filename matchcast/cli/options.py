@@ -78,6 +78,7 @@ __all__ = [
     "HelpAllOpt",
     "KeyFileOpt",
     "LoadBrokerOpt",
+    "LoadFeedOpt",
     "LoadQosOpt",
     "LoadSpeedOpt",
     "LogFmtOpt",
@@ -536,7 +537,7 @@ WebDemoFromOpt = Annotated[
 ]
 
 
-def _feed_option(panel: str | None = None) -> Any:
+def _feed_option(panel: str | None = None, *, hidden: bool = False) -> Any:
     return typer.Option(
         "--feed",
         parser=choice(Feed),
@@ -544,6 +545,7 @@ def _feed_option(panel: str | None = None) -> Any:
         help="full: every event, shots, saves, corners, fouls and offsides included (wire "
         "1.4); lean: the events of wire 1.3 (goals, cards, substitutions, ...).",
         rich_help_panel=panel,
+        hidden=hidden,
     )
 
 
@@ -551,6 +553,8 @@ def _feed_option(panel: str | None = None) -> Any:
 FeedOpt = Annotated[Feed, _feed_option()]
 #: web: only its --demo replay has a feed.
 WebDemoFeedOpt = Annotated[Feed, _feed_option("Demo replay")]
+#: load: the feed of every match it plays, a rare option (its --help is full).
+LoadFeedOpt = Annotated[Feed, _feed_option("Load shape", hidden=True)]
 
 
 def in_feeds(sources: list[S], feed: Feed) -> list[S]:

@@ -40,6 +40,7 @@ class LoadArgs:
     """
 
     specs: list[str] | None = None
+    feed: str = "full"  # simulator.Feed: full (wire 1.4) or lean (the events of 1.3)
     broker: str | None = None
     tls: tuple[Path | None, Path | None, Path | None, bool] = (None, None, None, False)
     spawn_mosquitto: bool = False
@@ -279,6 +280,7 @@ def _parameters(
         "matches": my_matches,
         "total_matches": a.total_matches,
         "sources": [m.match_id for m in sources],
+        "feed": str(a.feed),
         "subscribers": my_subscribers,
         "shared_group": a.shared_group,
         "speed": a.speed,

@@ -371,5 +371,7 @@ def _describe_run(p: dict[str, Any], s: dict[str, Any]) -> str:
         shape.append(f"payload {p['payload_size']} B")
     if p.get("states") is False:
         shape.append("no states")
+    if p.get("feed"):
+        shape.append(f"{p['feed']} feed")
     shape.append(f"{p.get('publishers')} publisher(s), client {p.get('client')}")
     return f"{s.get('send_seconds', 0):g} s sending; " + ", ".join(shape)
