@@ -172,6 +172,9 @@ class Hub:
             106 events; an older id gets the snapshot instead).
         queue_size: live frames a browser may have waiting before it is dropped.
         clock: monotonic time in seconds; the running loop's by default.
+        max_matches: matches kept at once (their state, history and list entry); past it the
+            least recently updated that no browser follows are forgotten, a twentieth of the
+            bound at a time (``web.matches_forgotten``), as the runner evicts its own.
     """
 
     def __init__(
@@ -180,12 +183,20 @@ class Hub:
         history: int = 1024,
         queue_size: int = 256,
         clock: Callable[[], float] | None = None,
+        max_matches: int = MAX_MATCHES,
     ) -> None:
+        if max_matches < 1:
+            raise ValueError(f"max_matches must be at least 1, not {max_matches}")
         self.history = history
+        self.max_matches = max_matches
+        #: Matches forgotten so far at the bound.
+        self.forgotten = 0
         self.queue_size = queue_size
         self.stats = HubStats()
         self._clock = clock or (lambda: asyncio.get_running_loop().time())
-        self._channels: dict[str, _Channel] = {}
+        self._channels: dict[str, _Channel] = {}  # the least recently updated first
+        #: Channels some browser follows (a changed list entry goes to these, not to all).
+        self._watched: dict[str, _Channel] = {}
         self._lobby: set[Client] = set()  # browsers that follow no match yet
         self._summaries: dict[str, MatchSummary] = {}
         #: Replayer statuses of matches without a channel yet, least recently named first.
@@ -200,7 +211,7 @@ class Hub:
 
     def publish(self, event: Event, state: MatchState) -> None:
         """An event and the state after it: remember it and send it to the match's browsers."""
-        channel = self._channel(event.match_id)
+        channel = self._channel(event.match_id, recent=True)
         if channel.state is not None and channel.state.run != state.run:
             # A new run (a seek, a restarted replay): the old run's frames are another story,
             # and a browser resuming by seq must not be sent them.
@@ -237,7 +248,7 @@ class Hub:
         The history before it may have holes, so it is cleared: a browser resuming from an
         older id gets this snapshot instead.
         """
-        channel = self._channel(state.match_id)
+        channel = self._channel(state.match_id, recent=True)
         channel.state = state
         channel.history.clear()
         self.stats.snapshots += 1
@@ -281,6 +292,7 @@ class Hub:
                 backlog.append(self._replayer_frame(match_id, channel.replayer))
             client = Client(match_id, backlog, self.queue_size)
             channel.clients.add(client)
+            self._watched[match_id] = channel
         self.stats.clients_total += 1
         self.stats.clients_connected += 1
         _log.debug("browser.connected", match_id=match_id, last_event_id=last_event_id)
@@ -298,6 +310,8 @@ class Hub:
             group.discard(client)
             self.stats.clients_connected -= 1
         channel = self._channels.get(client.match_id or "")
+        if channel is not None and not channel.clients:
+            self._watched.pop(channel.match_id, None)
         if channel is not None and channel.state is None and not channel.clients:
             del self._channels[channel.match_id]
             if channel.replayer is not None:
@@ -310,13 +324,39 @@ class Hub:
 
     # ------------------------------------------------------------ internals
 
-    def _channel(self, match_id: str) -> _Channel:
+    def _channel(self, match_id: str, *, recent: bool = False) -> _Channel:
+        """The channel of ``match_id``, made if new; ``recent``: it was just updated (the
+        least recently updated are forgotten first at the bound)."""
         channel = self._channels.get(match_id)
         if channel is None:
             replayer = self._early_replayers.pop(match_id, None)
             channel = _Channel(match_id, deque(maxlen=self.history), replayer=replayer)
             self._channels[match_id] = channel
+            if len(self._channels) > self.max_matches:
+                self._forget_oldest()
+        elif recent and next(reversed(self._channels)) != match_id:
+            del self._channels[match_id]
+            self._channels[match_id] = channel
         return channel
+
+    def _forget_oldest(self) -> None:
+        """At the bound: forget the least recently updated matches no browser follows, a
+        twentieth of the bound at a time; one log line."""
+        count = len(self._channels) - self.max_matches + max(1, self.max_matches // 20)
+        victims = [c for c in self._channels.values() if not c.clients][:count]
+        for channel in victims:
+            del self._channels[channel.match_id]
+            self._summaries.pop(channel.match_id, None)
+        if victims:
+            self._matches_frame = None
+            self.forgotten += len(victims)
+            _log.warning(
+                "web.matches_forgotten",
+                forgotten=len(victims),
+                total=self.forgotten,
+                kept=len(self._channels),
+                limit=self.max_matches,
+            )
 
     def _remember_replayer(self, match_id: str, status: Literal["online", "offline"]) -> None:
         self._early_replayers.pop(match_id, None)  # named again: the last to forget
@@ -372,7 +412,7 @@ class Hub:
         payload = json.dumps({"match": new}, ensure_ascii=False).encode()
         frame = Frame(sse("match", payload), None, 0.0)
         self._fan_out(self._lobby, frame)
-        for channel in self._channels.values():
+        for channel in list(self._watched.values()):
             self._fan_out(channel.clients, frame)
 
     def _list_frame(self) -> Frame:
