@@ -74,7 +74,8 @@ from events import (
     replayer_id_problem,
 )
 
-#: Topics parsed once and remembered (a few per match); a bound keeps junk topics from growing it.
+#: Topics parsed once and remembered (a few per match); a bound keeps junk topics from growing
+#: it: when full it is emptied, and the live matches' topics come back at their next message.
 _PARSED_CACHE = 100_000
 _NOT_OURS: tuple[TopicKind, str] = ("status", "")
 #: The topics a runner reads; any other of the tree (a status, a dead letter) is not for it.
@@ -278,6 +279,7 @@ class Runner:
         self._errands: set[asyncio.Task[None]] = set()
         self._source: MessageSource | None = None
         self._parsed: dict[str, tuple[TopicKind, str]] = {}  # topic -> parsed, per match
+        self._parsed_cap = min(_PARSED_CACHE, 4 * max_matches)  # two topics a match, twice
         self.stats = RunnerStats()
         self._lanes: dict[str, _Lane] = {}
         self._registrations = [sub.registrations for sub in self.subscribers]
@@ -591,8 +593,11 @@ class Runner:
         parsed = self._parsed.get(message.topic)
         if parsed is None:
             parsed = self.topics.parse(message.topic) or _NOT_OURS
-            if len(self._parsed) < _PARSED_CACHE:
-                self._parsed[message.topic] = parsed
+            if len(self._parsed) >= self._parsed_cap:
+                # Full, mostly of matches gone (a flood of made-up ids): start afresh, so
+                # the live matches' topics are cached again and the dead ones' freed.
+                self._parsed.clear()
+            self._parsed[message.topic] = parsed
         if parsed[0] not in _MATCH_TOPICS:
             if parsed[0] == "status" and parsed[1] in self.replayers:
                 self._on_status(message, parsed[1])

@@ -65,3 +65,22 @@ def test_the_scoreboard_and_ticker_keep_bounded_states_and_lines() -> None:
     assert KEEP_LINES <= len(board.lines) <= 2 * KEEP_LINES
     assert KEEP_LINES <= len(ticker.lines) <= 2 * KEEP_LINES
     assert board.lines[-1].startswith(f"m{3 * KEEP_LINES - 1} ")
+
+
+async def test_the_runner_s_topic_cache_is_bounded_by_its_match_limit() -> None:
+    """What the runner kept of every match it evicted: its topics, parsed (up to 100,000)."""
+    from consumers import Runner
+    from events import Message, Topics, encode_event
+
+    topics = Topics("mctest-flood")
+    runner = Runner([], topics=topics, max_matches=10)
+    await runner.start()
+    try:
+        for i in range(200):
+            event, _ = _kickoff(f"m{i}")
+            await runner.feed(Message(topics.events(f"m{i}"), encode_event(event), 1))
+        await runner.join()
+        assert runner.tracked <= 10
+        assert len(runner._parsed) <= 40
+    finally:
+        await runner.close(abandon=True)
