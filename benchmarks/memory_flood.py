@@ -30,6 +30,15 @@ import time
 import tracemalloc
 from typing import Any
 
+import structlog
+from rich.console import Console
+
+from consumers import Runner, Scoreboard
+from consumers.terminal import TerminalView
+from events import MatchState, Message, Topics, apply, encode_event, encode_state
+from matchcast.web import Hub, bridge
+from simulator import expand, resolve_matches
+
 VIEWS = ("consume", "watch", "web")
 
 
@@ -41,12 +50,6 @@ def _rss_mb() -> float:
 
 def _subscribers(view: str, limit: int) -> tuple[list[Any], Any]:
     """The subscribers of ``view``, and what of theirs holds matches (for its count)."""
-    from rich.console import Console
-
-    from consumers import Scoreboard
-    from consumers.terminal import TerminalView
-    from matchcast.web import Hub, bridge
-
     if view == "consume":
         board = Scoreboard(echo=None, max_matches=limit)
         return [board], board.states
@@ -58,12 +61,6 @@ def _subscribers(view: str, limit: int) -> tuple[list[Any], Any]:
 
 
 async def _run(view: str, matches: int, limit: int, floods: int, trace: bool) -> None:
-    import structlog
-
-    from consumers import Runner
-    from events import MatchState, Message, Topics, apply, encode_event, encode_state
-    from simulator import expand, resolve_matches
-
     structlog.configure(logger_factory=structlog.ReturnLoggerFactory())  # no log output
     kickoff = next(s.event for s in expand(resolve_matches("semifinal")[0]))
     topics = Topics("flood")

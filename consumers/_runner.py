@@ -152,7 +152,9 @@ class _Lane:
     items: collections.deque[_Item] = field(default_factory=collections.deque)
     worker: asyncio.Task[None] | None = None
     wake: asyncio.Future[None] | None = None  # the idle worker waits on it
-    idle: asyncio.Event = field(default_factory=asyncio.Event)  # set when nothing is pending
+    #: Set when nothing is pending; made when first waited for (an Event per match is memory
+    #: a flood of match ids would pay for: see benchmarks/memory_flood.py).
+    idle: asyncio.Event | None = None
     behind: bool = False
     finished: bool = False  # its full time is known and it waits for its grace to pass
     active: int = 0  # the runner's message count when this match last had one: idleness
@@ -166,7 +168,7 @@ class _Lane:
         if len(self.items) >= self.limit:
             return False
         self.items.append(item)
-        if not self.pending:
+        if not self.pending and self.idle is not None:
             self.idle.clear()
         self.pending += 1
         wake = self.wake
@@ -178,8 +180,16 @@ class _Lane:
 
     def done(self) -> None:
         self.pending -= 1
-        if not self.pending:
+        if not self.pending and self.idle is not None:
             self.idle.set()
+
+    async def wait_idle(self) -> None:
+        """Return once nothing is pending."""
+        if not self.pending:
+            return
+        if self.idle is None:
+            self.idle = asyncio.Event()
+        await self.idle.wait()
 
 
 class Runner:
@@ -550,7 +560,7 @@ class Runner:
         """Wait until every lane has handled everything queued so far."""
         while busy := [lane for lane in self._lanes.values() if lane.pending]:
             for lane in busy:
-                await lane.idle.wait()
+                await lane.wait_idle()
 
     async def drain(self) -> None:
         """Let every lane finish what it has queued (up to ``drain_timeout``), then stop them."""
