@@ -267,3 +267,30 @@ async def test_web_beyond_loopback_prints_a_token_once_on_stdout_and_never_logs_
         async with asyncio.timeout(20):
             out, err = await proc.communicate()
     assert token.encode() not in out + err
+
+
+async def test_an_absolute_request_target_under_a_foreign_host_is_refused() -> None:
+    sent, sender = _recorder()
+    async with WebServer(Hub(), port=0, control=sender) as server:  # type: ignore[arg-type]
+        target = "http://rebind.attacker.example/api/control"
+        status, _, _ = await _request(server.port, "POST", target, body=PAUSE)
+    assert status == 403
+    assert sent == []
+
+
+async def test_a_command_body_in_several_packets_is_read_whole() -> None:
+    sent, sender = _recorder()
+    async with WebServer(Hub(), port=0, control=sender, head_timeout=5) as server:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(
+            b"POST /api/control HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 19\r\n\r\n{"
+        )
+        await writer.drain()
+        await asyncio.sleep(0.05)  # the rest in another packet
+        writer.write(b'"command":"pause"}')
+        async with asyncio.timeout(10):
+            status = int((await reader.read()).split(b" ", 2)[1])
+        writer.close()
+    assert status == 200
+    assert sent == [("pause", None, None)]

@@ -245,7 +245,8 @@ class HttpGuard:
 
     async def _checked(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
         header = request.headers.get("Host")
-        if not self.allows_host(header):
+        target = request.url.host if not request.raw_path.startswith("/") else None
+        if not self.allows_host(header) or (target is not None and not self.allows_host(target)):
             self.hosts_refused += 1
             _log.warning(
                 "web.host_refused",

@@ -367,13 +367,13 @@ class WebServer:
         length = request.content_length
         if length is None or length > _MAX_BODY:
             return 413, {"error": f"at most {_MAX_BODY} bytes, with a Content-Length"}
-        try:  # a body sent slowly costs its own request only
+        try:  # the whole body (in as many packets as it came), within the head's time limit
             async with asyncio.timeout(self.guard.head_timeout):
-                raw = await request.content.read(_MAX_BODY + 1)
+                raw = await request.content.readexactly(length)
         except TimeoutError:
             return 408, {"error": f"the body took more than {self.guard.head_timeout:g} s"}
-        if len(raw) > _MAX_BODY:
-            return 413, {"error": f"at most {_MAX_BODY} bytes"}
+        except asyncio.IncompleteReadError:
+            return 400, {"error": "the body ended before its Content-Length"}
         try:
             data = from_json(raw, allow_inf_nan=False)
         except ValueError:
