@@ -142,7 +142,7 @@ def _spawned(spawn: bool) -> Iterator[str | None]:
     try:
         yield broker.url
     finally:
-        broker.stop()
+        broker.close()  # stopped, and its folder removed
 
 
 def write_csv(path: Path, report: dict[str, Any]) -> None:
