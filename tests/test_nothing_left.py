@@ -120,3 +120,83 @@ def test_what_a_sigkilled_owner_left_is_cleaned() -> None:
     assert folder in clean_leftovers()
     assert not folder.exists()
     assert _until(lambda: _gone(broker))
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("demo", "--speed", "60"),
+        ("web", "--demo", "--speed", "60", "--port", "0"),
+        ("replay", "semifinal", "--speed", "60"),
+    ],
+    ids=["demo", "web-demo", "replay"],
+)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_command_stopped_by_a_signal_at_a_random_moment_leaves_no_process(
+    args: tuple[str, ...], sig: signal.Signals
+) -> None:
+    """Each in a process group of its own: 10 s after the signal, nothing of the group runs
+    (the embedded broker is in the process; nothing is written to disk)."""
+    import random
+
+    moment = random.uniform(0.2, 3.0)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "matchcast", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "MATCHCAST_BROKER": ""},
+        start_new_session=True,
+    )
+    try:
+        time.sleep(moment)
+        proc.send_signal(sig)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            pytest.fail(f"{args[0]} still ran 10 s after {sig.name} at {moment:.2f} s")
+    assert _until(lambda: _group_gone(proc.pid)), f"{sig.name} at {moment:.2f} s"
+
+
+_HOLD = "MATCHCAST_TEST_HOLD_MOSQUITTO"
+
+
+@pytest.mark.skipif(not os.environ.get(_HOLD), reason="run by the test below only")
+def test_holds_the_session_mosquitto(mosquitto: Mosquitto) -> None:
+    time.sleep(60)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_pytest_run_stopped_by_a_signal_leaves_no_broker(sig: signal.Signals) -> None:
+    """A test run's session mosquitto: stopped and its folder removed when the run is ended
+    by SIGINT or SIGTERM (the fixtures' teardown runs)."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            *("-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"),
+            f"{__file__}::test_holds_the_session_mosquitto",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, _HOLD: "1"},
+    )
+    try:
+        assert _until(lambda: _owned_by(proc.pid), 30)
+        folder = _owned_by(proc.pid)[0]
+        broker = _broker_pid(folder)
+        proc.send_signal(sig)
+        proc.wait(20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert _until(lambda: not folder.exists() and _gone(broker))
