@@ -53,6 +53,25 @@ def _until(check: object, seconds: float = 10.0) -> bool:
     return False
 
 
+def _signal_its_broker_owner(
+    proc: subprocess.Popen[bytes], sig: signal.Signals, settle: float = 0.0
+) -> None:
+    """Once ``proc`` runs a mosquitto of its own, signal it; 10 s later the broker and its
+    folder must be gone."""
+    try:
+        assert _until(lambda: _owned_by(proc.pid), 30)
+        folder = _owned_by(proc.pid)[0]
+        broker = _broker_pid(folder)
+        time.sleep(settle)
+        proc.send_signal(sig)
+        proc.wait(30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert _until(lambda: not folder.exists() and _gone(broker))
+
+
 def test_a_closed_mosquitto_leaves_no_folder_and_no_process() -> None:
     binary = mosquitto_binary()
     assert binary is not None
@@ -87,18 +106,7 @@ def test_load_spawn_mosquitto_stopped_by_a_signal_leaves_nothing(
         stderr=subprocess.DEVNULL,
         env={**os.environ, "MATCHCAST_BROKER": ""},
     )
-    try:
-        assert _until(lambda: _owned_by(proc.pid), 30)
-        folder = _owned_by(proc.pid)[0]
-        broker = _broker_pid(folder)
-        time.sleep(1.0)  # into the run
-        proc.send_signal(sig)
-        proc.wait(30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert _until(lambda: not folder.exists() and _gone(broker))
+    _signal_its_broker_owner(proc, sig, settle=1.0)  # into the run
 
 
 def test_what_a_sigkilled_owner_left_is_cleaned() -> None:
@@ -189,14 +197,4 @@ def test_a_pytest_run_stopped_by_a_signal_leaves_no_broker(sig: signal.Signals) 
         stderr=subprocess.DEVNULL,
         env={**os.environ, _HOLD: "1"},
     )
-    try:
-        assert _until(lambda: _owned_by(proc.pid), 30)
-        folder = _owned_by(proc.pid)[0]
-        broker = _broker_pid(folder)
-        proc.send_signal(sig)
-        proc.wait(20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert _until(lambda: not folder.exists() and _gone(broker))
+    _signal_its_broker_owner(proc, sig)
