@@ -294,3 +294,15 @@ async def test_a_command_body_in_several_packets_is_read_whole() -> None:
         writer.close()
     assert status == 200
     assert sent == [("pause", None, None)]
+
+
+@pytest.mark.parametrize(("soft", "cap"), [(1024, 704), (256, 129), (100_000, 1200), (4, 3)])
+def test_the_connection_cap_stays_below_the_descriptor_limit(
+    soft: int, cap: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import resource
+
+    from matchcast.web._guard import default_max_connections
+
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (soft, soft))
+    assert default_max_connections() == cap

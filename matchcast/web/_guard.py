@@ -79,13 +79,20 @@ _ANY = frozenset({"0.0.0.0", "::", ""})  # noqa: S104 (names of the wildcard, no
 _HOSTNAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-.")
 
 
+#: Descriptors kept free below the open-file limit: a burst of accepts (the listen backlog,
+#: 128) may come before the sockets shed in the burst before it are closed, and the broker
+#: connections, files and everything else need some.
+_FD_RESERVE = 2 * 128 + 64
+
+
 def default_max_connections() -> int:
-    """:data:`MAX_CONNECTIONS`, or three quarters of the open-file limit if that is lower: a
-    quarter stays for the broker connections, files and everything else."""
+    """:data:`MAX_CONNECTIONS`, or less where the open-file limit is lower: that limit less a
+    reserve (``_FD_RESERVE``: 704 of 1,024), and never below half of it plus one (where the
+    stream cap is)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return MAX_CONNECTIONS
-    return max(2, min(MAX_CONNECTIONS, soft * 3 // 4))
+    return max(2, min(MAX_CONNECTIONS, max(soft - _FD_RESERVE, soft // 2 + 1)))
 
 
 def bound_to_loopback(host: str) -> bool:
