@@ -74,7 +74,8 @@ from events import (
     replayer_id_problem,
 )
 
-#: Topics parsed once and remembered (a few per match); a bound keeps junk topics from growing it.
+#: Topics parsed once and remembered (a few per match); a bound keeps junk topics from growing
+#: it: when full it is emptied, and the live matches' topics come back at their next message.
 _PARSED_CACHE = 100_000
 _NOT_OURS: tuple[TopicKind, str] = ("status", "")
 #: The topics a runner reads; any other of the tree (a status, a dead letter) is not for it.
@@ -151,7 +152,9 @@ class _Lane:
     items: collections.deque[_Item] = field(default_factory=collections.deque)
     worker: asyncio.Task[None] | None = None
     wake: asyncio.Future[None] | None = None  # the idle worker waits on it
-    idle: asyncio.Event = field(default_factory=asyncio.Event)  # set when nothing is pending
+    #: Set when nothing is pending; made when first waited for (an Event per match is memory
+    #: a flood of match ids would pay for: see benchmarks/memory_flood.py).
+    idle: asyncio.Event | None = None
     behind: bool = False
     finished: bool = False  # its full time is known and it waits for its grace to pass
     active: int = 0  # the runner's message count when this match last had one: idleness
@@ -165,7 +168,7 @@ class _Lane:
         if len(self.items) >= self.limit:
             return False
         self.items.append(item)
-        if not self.pending:
+        if not self.pending and self.idle is not None:
             self.idle.clear()
         self.pending += 1
         wake = self.wake
@@ -177,8 +180,16 @@ class _Lane:
 
     def done(self) -> None:
         self.pending -= 1
-        if not self.pending:
+        if not self.pending and self.idle is not None:
             self.idle.set()
+
+    async def wait_idle(self) -> None:
+        """Return once nothing is pending."""
+        if not self.pending:
+            return
+        if self.idle is None:
+            self.idle = asyncio.Event()
+        await self.idle.wait()
 
 
 class Runner:
@@ -278,6 +289,7 @@ class Runner:
         self._errands: set[asyncio.Task[None]] = set()
         self._source: MessageSource | None = None
         self._parsed: dict[str, tuple[TopicKind, str]] = {}  # topic -> parsed, per match
+        self._parsed_cap = min(_PARSED_CACHE, 4 * max_matches)  # two topics a match, twice
         self.stats = RunnerStats()
         self._lanes: dict[str, _Lane] = {}
         self._registrations = [sub.registrations for sub in self.subscribers]
@@ -548,7 +560,7 @@ class Runner:
         """Wait until every lane has handled everything queued so far."""
         while busy := [lane for lane in self._lanes.values() if lane.pending]:
             for lane in busy:
-                await lane.idle.wait()
+                await lane.wait_idle()
 
     async def drain(self) -> None:
         """Let every lane finish what it has queued (up to ``drain_timeout``), then stop them."""
@@ -591,8 +603,11 @@ class Runner:
         parsed = self._parsed.get(message.topic)
         if parsed is None:
             parsed = self.topics.parse(message.topic) or _NOT_OURS
-            if len(self._parsed) < _PARSED_CACHE:
-                self._parsed[message.topic] = parsed
+            if len(self._parsed) >= self._parsed_cap:
+                # Full, mostly of matches gone (a flood of made-up ids): start afresh, so
+                # the live matches' topics are cached again and the dead ones' freed.
+                self._parsed.clear()
+            self._parsed[message.topic] = parsed
         if parsed[0] not in _MATCH_TOPICS:
             if parsed[0] == "status" and parsed[1] in self.replayers:
                 self._on_status(message, parsed[1])

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from consumers._bounded import BoundedMatches, trim_lines
+from consumers._runner import MAX_MATCHES
 from consumers._subscriber import Subscriber, on, on_state, on_stop
 from consumers.printable import printable
 from events import Event, MatchState
 
-__all__ = ["Scoreboard", "commentary"]
+__all__ = ["KEEP_LINES", "Scoreboard", "commentary"]
+
+#: Lines a built-in view keeps for a program to read back (``lines``); older ones go.
+KEEP_LINES = 10_000
 
 
 def commentary(event: Event, state: MatchState) -> str | None:
@@ -30,11 +35,19 @@ class Scoreboard(Subscriber):
     Args:
         echo: called with each line (a changed score, kick-off, half time, full time, and a
             final table on stop); ``print`` by default, None for quiet.
+        max_matches: states kept at most, the least recently changed forgotten first (as the
+            runner evicts its matches; ``match.forgotten``).
+
+    Attributes:
+        states: the latest state by match id.
+        lines: the last lines said (at most :data:`KEEP_LINES` to :data:`KEEP_LINES` x 2).
     """
 
-    def __init__(self, echo: Callable[[str], None] | None = print) -> None:
+    def __init__(
+        self, echo: Callable[[str], None] | None = print, *, max_matches: int = MAX_MATCHES
+    ) -> None:
         super().__init__("scoreboard")
-        self.states: dict[str, MatchState] = {}
+        self.states: BoundedMatches[MatchState] = BoundedMatches(max_matches, "scoreboard")
         self.lines: list[str] = []
         self._echo = echo
 
@@ -60,6 +73,7 @@ class Scoreboard(Subscriber):
     def _say(self, line: str) -> None:
         line = printable(line)  # names on the wire may hold terminal controls
         self.lines.append(line)
+        trim_lines(self.lines, KEEP_LINES)
         if self._echo is not None:
             self._echo(line)
 

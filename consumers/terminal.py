@@ -7,6 +7,7 @@ line at half time, each break and full time, so ``matchcast watch | tee`` stays 
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 
 from rich.console import Console, Group, RenderableType
@@ -15,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from consumers._bounded import BoundedMatches
 from consumers._runner import MAX_MATCHES
 from consumers._subscriber import Subscriber
 from consumers.printable import printable
@@ -24,21 +26,34 @@ from events import Event, FullTime, MatchState, PeriodEnd, Possession, clip, fac
 __all__ = ["TerminalView"]
 
 
+#: Scoreboards drawn at once, the most recently changed: drawing every match tracked would cost
+#: each redraw time in the number of matches.
+MAX_BOARDS = 12
+
+
 class TerminalView:
     """A subscriber that draws the scoreboard and ticker.
 
     Use as a context manager around the run so the live display is restored on exit.
     """
 
-    def __init__(self, console: Console | None = None, *, ticker_lines: int = 12) -> None:
+    def __init__(
+        self,
+        console: Console | None = None,
+        *,
+        ticker_lines: int = 12,
+        max_matches: int = MAX_MATCHES,
+    ) -> None:
         # No emoji codes or markup: names and ids print as they are.
         self.console = console or Console(emoji=False)
-        self.board = Scoreboard(echo=None)
+        #: The states shown, at most ``max_matches``: the least recently changed forgotten
+        #: first, as the runner evicts its matches (``match.forgotten``).
+        self.board = Scoreboard(echo=None, max_matches=max_matches)
         self._ticker: deque[str] = deque(maxlen=ticker_lines)
         self._live: Live | None = None
         #: The stretch of play each match's possession shares cover (``55'-86'``), from its
         #: possession event: for a state without ``possession_since``/``until`` (before 1.2).
-        self._possession_span: dict[str, str] = {}
+        self._possession_span: BoundedMatches[str] = BoundedMatches(max_matches, "terminal")
         #: Matches whose replayer is offline (stopped, or died: its last will said so), least
         #: recently said first; at most MAX_MATCHES (a status may name matches never shown).
         self._offline: dict[str, None] = {}
@@ -124,7 +139,12 @@ class TerminalView:
 
     def _render(self) -> RenderableType:
         boards: list[RenderableType] = []
-        for state in self.board.states.values():
+        states = self.board.states
+        shown = list(itertools.islice(reversed(states.values()), MAX_BOARDS))[::-1]
+        if len(states) > len(shown):
+            more = len(states) - len(shown)
+            boards.append(Text(f"... and {more} more matches (the latest shown)", style="dim"))
+        for state in shown:
             offline = state.match_id in self._offline and state.status in _RUNNING
             boards.append(_board(state, self._possession_span.get(state.match_id), offline))
         if not boards:

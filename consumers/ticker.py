@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from consumers._bounded import trim_lines
 from consumers._subscriber import Subscriber, on, on_state
 from consumers.printable import printable
-from consumers.scoreboard import commentary
+from consumers.scoreboard import KEEP_LINES, commentary
 from events import Event, MatchState
 
 __all__ = ["Ticker"]
@@ -46,5 +47,6 @@ class Ticker(Subscriber):
         if self._match_ids:
             line = f"{state.match_id}  {line}"
         self.lines.append(line)
+        trim_lines(self.lines, KEEP_LINES)  # the last lines, for a program to read back
         if self._echo is not None:
             self._echo(line)

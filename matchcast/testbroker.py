@@ -15,18 +15,29 @@ start; your own tests can too::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from matchcast.transport.broker import free_port
 
-__all__ = ["REQUIRE_ENV", "FaultProxy", "Mosquitto", "mosquitto_binary", "wait_port"]
+__all__ = [
+    "REQUIRE_ENV",
+    "FaultProxy",
+    "Mosquitto",
+    "clean_leftovers",
+    "mosquitto_binary",
+    "wait_port",
+]
 
 #: Set to 1 (as CI does) to make tests that need mosquitto fail, not skip, where it is missing.
 REQUIRE_ENV = "MATCHCAST_REQUIRE_MOSQUITTO"
@@ -63,6 +74,8 @@ class Mosquitto:
     persistence: bool = False
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mc-mosq-")))
     proc: subprocess.Popen[bytes] | None = None
+    _finalizer: weakref.finalize[Any, Any] | None = field(default=None, repr=False)
+    _procs: list[subprocess.Popen[bytes]] = field(default_factory=list, repr=False)
 
     @property
     def url(self) -> str:
@@ -112,11 +125,19 @@ class Mosquitto:
         self.workdir.chmod(0o777)
         conf = self.workdir / "mosquitto.conf"
         conf.write_text(self.config())
+        # A session of its own: a Ctrl-C at the terminal reaches the owner, whose stop() ends
+        # the broker (and removes its folder), not the broker behind the owner's back.
         self.proc = subprocess.Popen(  # noqa: S603
             [self.binary, "-c", str(conf)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            start_new_session=True,
         )
+        # Who owns it, for clean_leftovers() after an owner that was SIGKILLed.
+        (self.workdir / _OWNER).write_text(f"{os.getpid()} {self.proc.pid}\n")
+        self._procs.append(self.proc)
+        if self._finalizer is None:
+            self._finalizer = weakref.finalize(self, _stop_and_remove, self._procs, self.workdir)
         try:
             wait_port(self.host, self.port)
         except TimeoutError:
@@ -145,9 +166,73 @@ class Mosquitto:
         if self.proc and self.proc.stderr:
             self.proc.stderr.close()
 
+    def close(self) -> None:
+        """Stop it and remove its folder (config, log, persistence): nothing left behind. Also
+        done at the interpreter's exit for a broker never closed."""
+        self.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        if self._finalizer is not None:
+            self._finalizer.detach()
+
+    def __enter__(self) -> Mosquitto:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def log(self) -> str:
         """What mosquitto logged so far."""
         return self.log_path.read_text() if self.log_path.exists() else ""
+
+
+_OWNER = "owner.pid"
+
+
+def _stop_and_remove(procs: list[subprocess.Popen[bytes]], workdir: Path) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_leftovers(prefixes: tuple[str, ...] = ("mc-mosq-", "mc-cluster-")) -> list[Path]:
+    """Remove what an owner killed with SIGKILL left: each temp folder of these prefixes whose
+    owner (its ``owner.pid``) is gone, after killing the broker it names if that still runs
+    with this folder's config. Folders of a live owner, or with no owner file, are left alone.
+    Returns the folders removed."""
+    removed: list[Path] = []
+    for folder in Path(tempfile.gettempdir()).iterdir():
+        if not folder.name.startswith(prefixes) or not folder.is_dir():
+            continue
+        try:
+            owner, _, broker = (folder / _OWNER).read_text().partition(" ")
+            owner_pid, broker_pid = int(owner), int(broker)
+        except (OSError, ValueError):
+            continue
+        if _alive(owner_pid):
+            continue
+        try:
+            cmdline = Path(f"/proc/{broker_pid}/cmdline").read_bytes()
+        except OSError:
+            cmdline = b""
+        if str(folder).encode() in cmdline:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(broker_pid, signal.SIGKILL)
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
 
 
 class FaultProxy:

@@ -60,7 +60,9 @@ class SSEClient:
 
 async def get(port: int, path: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n".encode())
+    writer.write(
+        f"{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n".encode()
+    )
     raw = await reader.read()
     writer.close()
     head, _, body = raw.partition(b"\r\n\r\n")
@@ -86,7 +88,7 @@ async def open_stream(
     path = "/events" + (f"?match={match_id}" if match_id else "")
     extra = f"Last-Event-ID: {last_event_id}\r\n" if last_event_id is not None else ""
     writer.write(
-        f"GET {path} HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\n{extra}\r\n".encode()
+        f"GET {path} HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n{extra}\r\n".encode()
     )
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.decode().split("\r\n")

@@ -11,6 +11,7 @@ runs them all and boots the clusters when its first such test asks.
 from __future__ import annotations
 
 import os
+import signal
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -18,7 +19,7 @@ import pytest
 
 from events import Topics
 from matchcast.logs import configure_logging
-from matchcast.testbroker import REQUIRE_ENV, Mosquitto, mosquitto_binary
+from matchcast.testbroker import REQUIRE_ENV, Mosquitto, clean_leftovers, mosquitto_binary
 from matchcast.transport.broker import embedded_broker
 from matchcast.transport.connection import BrokerURL
 from tests._clusters import (
@@ -90,6 +91,17 @@ def _engines_needed(items: list[pytest.Item]) -> set[str]:
     return needed
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM and SIGHUP end the run as Ctrl-C does: the fixtures' teardown stops the brokers
+    and clusters and removes their folders (the default action would leave them behind)."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGHUP, _interrupt)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start booting the clusters that the collected tests use, each in a thread of its own."""
     if session.config.option.collectonly:
@@ -143,9 +155,10 @@ def mosquitto() -> Iterator[Mosquitto]:
     binary = mosquitto_binary()
     if binary is None:
         pytest.fail(f"mosquitto is required ({REQUIRE_ENV}=1) but not installed")
+    clean_leftovers()  # of an earlier run that was killed
     broker = Mosquitto(binary).start()
     yield broker
-    broker.stop()
+    broker.close()
 
 
 @pytest.fixture

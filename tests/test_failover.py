@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from matchcast.transport.connection import BrokerURL, parse_brokers
-from matchcast.transport.failover import Attempts
+from matchcast.transport.failover import Attempts, QuickLosses
 
 
 def test_a_single_url_is_a_list_of_one() -> None:
@@ -106,3 +106,20 @@ def test_a_connection_given_up_on_a_live_node_asks_that_node_first() -> None:
     schedule.connected(1)
     order = [a.index for a in itertools.islice(schedule.after_loss(current_first=True), 5)]
     assert order == [1, 2, 0, 1, 2]
+
+
+def test_quick_losses_double_the_wait_and_a_connection_that_lasted_resets_it() -> None:
+    now = [0.0]
+    losses = QuickLosses(initial=0.1, cap=5.0, stable=10.0, clock=lambda: now[0])
+    waits = []
+    for _ in range(9):
+        losses.connected()
+        now[0] += 1.0  # lost a second later
+        waits.append(losses.wait())
+    assert waits == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0]
+    losses.connected()
+    now[0] += 10.0
+    assert losses.wait() == 0.0
+    assert losses.wait() == 0.1  # a failed attempt (no connection since) is a quick loss
+    for _ in range(5000):  # no overflow however long it goes on
+        assert losses.wait() <= 5.0

@@ -19,37 +19,39 @@ from tests._sse import get, open_stream
 #: name -> raw bytes of one request. Each must be answered with a 4xx status.
 CORPUS: dict[str, bytes] = {
     "last-event-id superscript two": (
-        "GET /events?match=m1 HTTP/1.1\r\nHost: t\r\nLast-Event-ID: \u00b2\r\n\r\n".encode()
+        "GET /events?match=m1 HTTP/1.1\r\nHost: localhost\r\nLast-Event-ID: \u00b2\r\n\r\n".encode()
     ),
-    "last-event-id negative": b"GET /events HTTP/1.1\r\nHost: t\r\nLast-Event-ID: -1\r\n\r\n",
+    "last-event-id negative": b"GET /events HTTP/1.1\r\nHost: localhost\r\nLast-Event-ID: -1\r\n\r\n",
     "last-event-id huge": (
-        b"GET /events HTTP/1.1\r\nHost: t\r\nLast-Event-ID: " + b"9" * 40 + b"\r\n\r\n"
+        b"GET /events HTTP/1.1\r\nHost: localhost\r\nLast-Event-ID: " + b"9" * 40 + b"\r\n\r\n"
     ),
-    "last-event-id in the query": b"GET /events?last_event_id=%C2%B2 HTTP/1.1\r\nHost: t\r\n\r\n",
-    "ipv6 bracket path": b"GET //[ HTTP/1.1\r\nHost: t\r\n\r\n",
-    "100 KB url": b"GET /" + b"a" * 100_000 + b" HTTP/1.1\r\nHost: t\r\n\r\n",
-    "20 KB header": b"GET / HTTP/1.1\r\nHost: t\r\nX-A: " + b"a" * 20_000 + b"\r\n\r\n",
+    "last-event-id in the query": b"GET /events?last_event_id=%C2%B2 HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    "ipv6 bracket path": b"GET //[ HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    "100 KB url": b"GET /" + b"a" * 100_000 + b" HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    "20 KB header": b"GET / HTTP/1.1\r\nHost: localhost\r\nX-A: " + b"a" * 20_000 + b"\r\n\r\n",
     "200 headers": (
-        b"GET / HTTP/1.1\r\nHost: t\r\n"
+        b"GET / HTTP/1.1\r\nHost: localhost\r\n"
         + b"".join(b"X-%d: 1\r\n" % i for i in range(200))
         + b"\r\n"
     ),
     "binary garbage": b"\x00\x01\x02\x03\r\n\r\n",
-    "unknown http version": b"GET / HTTP/9.9\r\nHost: t\r\n\r\n",
+    "unknown http version": b"GET / HTTP/9.9\r\nHost: localhost\r\n\r\n",
     "request smuggling": (
-        b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\n"
+        b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4\r\n"
         b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
     ),
-    "non-utf8 path": b"GET /\xff\xfe HTTP/1.1\r\nHost: t\r\n\r\n",
-    "terminal escape in path": b"GET /a\x1b[2J HTTP/1.1\r\nHost: t\r\n\r\n",
-    "nul in match id": b"GET /events?match=%00 HTTP/1.1\r\nHost: t\r\n\r\n",
-    "match id too long": b"GET /events?match=" + b"a" * 81 + b" HTTP/1.1\r\nHost: t\r\n\r\n",
-    "traversal in match id": b"GET /events?match=../x HTTP/1.1\r\nHost: t\r\n\r\n",
+    "non-utf8 path": b"GET /\xff\xfe HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    "terminal escape in path": b"GET /a\x1b[2J HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    "nul in match id": b"GET /events?match=%00 HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    "match id too long": b"GET /events?match="
+    + b"a" * 81
+    + b" HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    "traversal in match id": b"GET /events?match=../x HTTP/1.1\r\nHost: localhost\r\n\r\n",
     "tls hello on the http port": b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + b"\x00" * 40,
-    "bare lf line ends": b"GET / HTTP/1.1\nHost: t\n\n",
-    "bad percent escape": b"GET /%ZZ HTTP/1.1\r\nHost: t\r\n\r\n",
-    "post to the stream": b"POST /events HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n",
-    "traversal in static": b"GET /static/../cli.py HTTP/1.1\r\nHost: t\r\n\r\n",
+    "bare lf line ends": b"GET / HTTP/1.1\nHost: localhost\n\n",
+    "bad percent escape": b"GET /%ZZ HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    "post to the stream": b"POST /events HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n",
+    "traversal in static": b"GET /static/../cli.py HTTP/1.1\r\nHost: localhost\r\n\r\n",
 }
 
 
@@ -174,7 +176,7 @@ def test_any_path_and_header_bytes_get_an_answer_below_500(
     """Whatever the request line and headers hold, the server answers (never a silent close)
     and never with a server error."""
     raw = (
-        b"GET /events?match=m1&x=" + path + b" HTTP/1.1\r\nHost: t\r\n"
+        b"GET /events?match=m1&x=" + path + b" HTTP/1.1\r\nHost: localhost\r\n"
         b"Last-Event-ID: " + last_event_id + b"\r\nX-Anything: " + header + b"\r\n"
         b"Connection: close\r\n\r\n"
     )

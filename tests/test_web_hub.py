@@ -52,10 +52,13 @@ def test_exported_names() -> None:
         "Client",
         "ControlSender",
         "Frame",
+        "HttpGuard",
         "Hub",
         "HubStats",
         "WebServer",
+        "bound_to_loopback",
         "bridge",
+        "check_allowed_host",
     ]
 
 

@@ -601,6 +601,12 @@ async def run_replay(
             _log.warning("replayer.client_id_refused", replayer_id=replayer_id, reason=err.reason)
             client.start_clean()
             await client.reconnect(same_node_first=True)
+        except ConnectionLostError as err:
+            # Lost as soon as made (a broker that sends a malformed packet at the first
+            # SUBSCRIBE): replaced as any lost connection is, after the failover policy's
+            # wait; the reconnect announces the replayer (on_reconnect).
+            _log.warning("replayer.connection_lost", replayer_id=replayer_id, reason=err.reason)
+            await client.reconnect()
         if on_ready is not None:
             on_ready(replayer)
         try:

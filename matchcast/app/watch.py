@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -31,14 +30,6 @@ _log = structlog.get_logger("matchcast.app")
 
 #: Failed subscriptions in a row after a failover before a consumer gives up.
 _RESUBSCRIBE_TRIES = 5
-#: A connection lost before it delivered a message and within this many seconds of being made
-#: died at once (a broker that sends a malformed packet right after CONNACK): the next
-#: reconnect waits first, from the initial wait doubling per such loss in a row up to the cap.
-#: Without the wait the consumer would reconnect as fast as the broker answers. A connection
-#: that delivered or lasted resets the wait: a broker restarted every second is rejoined at once.
-_STABLE_S = 10.0
-_BACKOFF_INITIAL_S = 0.1
-_BACKOFF_CAP_S = 5.0
 
 
 async def run_watch(
@@ -124,13 +115,6 @@ async def run_watch(
     return runner.states
 
 
-async def _pause(runner: Runner, seconds: float) -> None:
-    """Wait ``seconds``, or until the runner is stopped."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(seconds):
-            await runner.wait_stopping()
-
-
 async def _unless_stopped(runner: Runner, step: Awaitable[None]) -> None:
     """Await ``step``; cancel it if the runner is stopped first (a reconnect can take up to
     ``max_outage``: a stop must not wait for it)."""
@@ -171,30 +155,23 @@ class _Outages:
     def __init__(self, connection: MqttClient | FastClient) -> None:
         self.connection = connection
         self.failed_subscribes = 0  # connections in a row whose subscription failed
-        self.quick_losses = 0  # connections in a row that died at once (see _STABLE_S)
         #: The last connection was given up, not lost, on a node that is up (a session it
         #: would not serve): the next connection is asked of that node first.
         self.abandoned = False
 
-    def backoff(self) -> float:
-        """Seconds to wait before the next connection: none unless they keep dying at once."""
-        if not self.quick_losses:
-            return 0.0
-        return float(min(_BACKOFF_CAP_S, _BACKOFF_INITIAL_S * 2 ** (self.quick_losses - 1)))
-
     def dropped(self, err: SubscribeDroppedError) -> None:
         """The broker closed the connection in answer to a SUBSCRIBE. It takes connections
-        at once, so wait as for a connection that died at once. A persistent session is given
-        up there (a clean one under an id of its own, on that node first: RabbitMQ 3.10 will
-        not serve the session while its node is down); a clean one goes to the next node (a
-        node that closes a clean session's subscribe too is no place for this consumer).
+        at once: the failover policy waits as for any connection that died at once. A
+        persistent session is given up there (a clean one under an id of its own, on that
+        node first: RabbitMQ 3.10 will not serve the session while its node is down); a clean
+        one goes to the next node (a node that closes a clean session's subscribe too is no
+        place for this consumer).
 
         Raises:
             BrokerError: it kept doing so.
         """
         connection = self.connection
         self.failed_subscribes += 1
-        self.quick_losses += 1
         self.abandoned = False
         if self.failed_subscribes >= max(_subscribe_tries(connection), _RESUBSCRIBE_TRIES):
             raise BrokerError(
@@ -213,13 +190,10 @@ class _Outages:
                 next="another node" if len(connection.urls) > 1 else "the same broker",
             )
 
-    def lost(self, err: ConnectionLostError, lasted: float, delivered: bool) -> None:
-        """A connection was lost ``lasted`` seconds after it was made (0: while being made),
-        having ``delivered`` messages or not."""
+    def lost(self, err: ConnectionLostError) -> None:
+        """A connection was lost (its replacement waits as the failover policy says)."""
         _log.warning("consumer.connection_lost", reason=err.reason)
         self.abandoned = False
-        died_at_once = not delivered and lasted < _STABLE_S
-        self.quick_losses = self.quick_losses + 1 if died_at_once else 0
         self.failed_subscribes = 0
 
     def failed(self, err: BrokerError) -> None:
@@ -252,7 +226,8 @@ async def _run_through_failovers(
     runner: Runner, connection: MqttClient | FastClient, qos: int
 ) -> None:
     """Run ``runner`` on ``connection``, replacing it when lost, until the runner ends or is
-    stopped. A connection that keeps dying at once is replaced with a growing wait.
+    stopped. A connection that keeps dying at once is replaced with a growing wait (the one
+    failover policy, :mod:`matchcast.transport.failover`).
 
     A subscription that fails (refused, unanswered, or answered by closing the connection)
     moves the consumer to the next node of the list. A node that closes the connection in
@@ -262,30 +237,18 @@ async def _run_through_failovers(
     """
     outages = _Outages(connection)
     lost = False
-    loop = asyncio.get_running_loop()
     while True:
         reconnects = connection.reconnects
-        received = runner.stats.received
-        up_since: float | None = None
         try:
             if lost:
                 if runner.stopping:  # a stop while the connection was being lost
                     break
-                wait = outages.backoff()
-                if wait:
-                    _log.warning(
-                        "consumer.reconnect_delayed", wait_s=wait, losses=outages.quick_losses
-                    )
-                    await _pause(runner, wait)
-                    if runner.stopping:
-                        break
                 # Inside the try: the fast client re-subscribes within reconnect(), so a
                 # node that refuses the subscription raises here, not in the runner.
                 await _unless_stopped(runner, _replacement(connection, outages.abandoned))
                 if runner.stopping:
                     break
                 lost = outages.abandoned = False
-            up_since = loop.time()
             await runner.run(connection, qos=qos)
             break
         except SubscribeDroppedError as err:  # before ConnectionLostError, which it is
@@ -293,8 +256,7 @@ async def _run_through_failovers(
         except ConnectionLostError as err:
             # The lanes and states live on; a persistent session gets what was queued,
             # a clean one re-subscribes and resynchronises from the retained snapshot.
-            lasted = 0.0 if up_since is None else loop.time() - up_since
-            outages.lost(err, lasted, runner.stats.received != received)
+            outages.lost(err)
         except BrokerError as err:
             if lost and connection.reconnects == reconnects:
                 raise  # no node answered for max_outage: reconnect() gave up

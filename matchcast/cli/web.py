@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import secrets
+import sys
+import typing
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated
 
@@ -16,6 +20,7 @@ import typer
 
 from events import DEFAULT_ROOT, BrokerError, Topics
 from matchcast.cli.common import (
+    fail,
     reach_broker,
     replayer_hint,
     run_until_interrupted,
@@ -95,6 +100,16 @@ def web(
             rich_help_panel=_PAGE,
         ),
     ] = False,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            metavar="NAME",
+            help="Another host name the page answers to, e.g. a reverse proxy's "
+            "('.example.org': it and every name under it); repeatable. Others get 403.",
+            **rare(_PAGE),
+        ),
+    ] = None,
     queue_size: Annotated[
         int,
         typer.Option(
@@ -156,6 +171,8 @@ def web(
     from simulator import ReplayOptions  # noqa: PLC0415
 
     checked_protocol = parse_protocol(protocol)
+    allowed_hosts = _allowed_hosts(allowed_host or [])
+    token = _control_token(host) if control else None
     url = connection_options(broker, ca_file, cert_file, key_file, tls_insecure)
     topics = parse_topics(root)
     replayers = replayer_ids(replayer)
@@ -191,8 +208,16 @@ def web(
         )
         await reach_broker(broker_url, checked_protocol)  # before the page's address is announced
         sender = _control_sender(broker_url, topics, checked_protocol) if control else None
-        async with WebServer(hub, host, port, max_streams=max_streams, control=sender) as server:
-            stderr.print(f"Match page: {server.url}  (Ctrl-C to stop)", markup=False)
+        async with WebServer(
+            hub,
+            host,
+            port,
+            max_streams=max_streams,
+            control=sender,
+            allowed_hosts=allowed_hosts,
+            token=token.value if token else None,
+        ) as server:
+            _announce(server.url, token)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(
                     run_watch(
@@ -219,6 +244,66 @@ def web(
                     stderr.print("Replay finished; the page stays up (Ctrl-C to stop).")
 
     run_until_interrupted(go)  # Ctrl-C is how the page ends: exit 0
+
+
+_TOKEN_ENV = "MATCHCAST_WEB_TOKEN"  # noqa: S105 (the variable's name)
+_MIN_TOKEN = 16
+
+
+class _Token(typing.NamedTuple):
+    value: str
+    generated: bool  # printed in the page's address; else the operator has it in the env
+
+
+def _allowed_hosts(values: list[str]) -> list[str]:
+    from matchcast.web import check_allowed_host  # noqa: PLC0415
+
+    try:
+        return [check_allowed_host(v) for v in values]
+    except ValueError as err:
+        fail(f"--allowed-host: {err}", 2)
+
+
+def _control_token(host: str) -> _Token | None:
+    """The secret ``--control`` asks for: $MATCHCAST_WEB_TOKEN if set; else, when the page is
+    bound beyond loopback, a new one (printed once in the page's address, never logged)."""
+    from matchcast.redact import remember  # noqa: PLC0415
+    from matchcast.web import bound_to_loopback  # noqa: PLC0415
+
+    given = os.environ.get(_TOKEN_ENV, "")
+    if given:
+        if len(given) < _MIN_TOKEN or not given.isascii() or not given.isprintable():
+            fail(
+                f"${_TOKEN_ENV}: at least {_MIN_TOKEN} printable ASCII characters "
+                "(python -c 'import secrets; print(secrets.token_urlsafe())' makes one)",
+                2,
+            )
+        remember(given)
+        return _Token(given, generated=False)
+    if bound_to_loopback(host):
+        return None
+    made = secrets.token_urlsafe(24)
+    remember(made)
+    return _Token(made, generated=True)
+
+
+def _announce(url: str, token: _Token | None) -> None:
+    """The page's address: on stderr; with a new token, once on stdout with it in the address."""
+    if token is None:
+        stderr.print(f"Match page: {url}  (Ctrl-C to stop)", markup=False)
+    elif token.generated:
+        stderr.print(
+            "Match page with control: open the address on stdout (it holds the token; "
+            "the page trades it for a cookie). Ctrl-C to stop.",
+            markup=False,
+        )
+        sys.stdout.write(f"{url}?token={token.value}\n")
+        sys.stdout.flush()
+    else:
+        stderr.print(
+            f"Match page: {url}  (control: open {url}?token=${_TOKEN_ENV} once; Ctrl-C to stop)",
+            markup=False,
+        )
 
 
 def _control_sender(

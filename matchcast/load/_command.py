@@ -61,7 +61,7 @@ def _spawned(spawn: bool) -> Iterator[str | None]:
     try:
         yield broker.url
     finally:
-        broker.stop()
+        broker.close()  # stopped, and its folder removed
 
 
 def _nodes(rt: Runtime, broker: str | None, *, offset: int) -> NodeAssigner:

@@ -38,6 +38,8 @@ from matchcast.load._sender import Sender, SenderStats
 from matchcast.load._stages import Stages
 from matchcast.load._verify import collect_reported_states, verify_states
 from matchcast.load._workload import LoadShape, MatchTemplate
+from matchcast.transport import failover
+from matchcast.transport.failover import QuickLosses
 from simulator import ChaosSpec
 
 if TYPE_CHECKING:
@@ -445,6 +447,8 @@ class LoadRun:
 
     async def _read(self, probe: LoadClient, account: ConsumerAccount, index: int) -> None:
         """Account what ``probe`` receives; reconnect (and count it) if the connection drops."""
+        losses = QuickLosses()  # the one failover policy's wait (transport/failover.py)
+        losses.connected()
         async with contextlib.AsyncExitStack() as stack:
             while True:
                 try:
@@ -457,15 +461,22 @@ class LoadRun:
                     return
                 if not self.options.reconnect:
                     return
-                probe = await self._reconnect(stack, index)
+                probe = await self._reconnect(stack, index, losses)
                 self.probes.reconnects += 1
                 self.probes_live += 1
 
-    async def _reconnect(self, stack: contextlib.AsyncExitStack, index: int) -> LoadClient:
+    async def _reconnect(
+        self, stack: contextlib.AsyncExitStack, index: int, losses: QuickLosses
+    ) -> LoadClient:
+        """A new probe in place of a lost one; each attempt after the policy's wait (a probe
+        whose broker drops it at once, or refuses it, is not replaced in a storm)."""
         opts = self.options
         client_id = f"mc-load-{opts.shape.tag}-probe-{self.first_index}-{index}"
-        delay = 0.05
         while True:
+            wait = losses.wait()
+            if wait:
+                _log.info("probe.reconnect_delayed", client_id=client_id, wait_s=wait)
+                await failover.backoff(wait)
             t = time.monotonic()
             try:
                 client = await stack.enter_async_context(self.factory(client_id, "probe"))
@@ -475,9 +486,8 @@ class LoadRun:
             except (MatchcastError, OSError) as err:
                 self.probes.failures += 1
                 self.probes.failure_reasons.append(str(err))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
                 continue
+            losses.connected()
             self.probes.connect_ms.append((time.monotonic() - t) * 1000)
             self._tally(client.url).connections["probe"] += 1
             _log.info("probe.reconnected", client_id=client_id, broker=node_key(client.url))

@@ -21,7 +21,16 @@ of one cluster (``mqtt://10.0.0.1:1883,mqtt://10.0.0.2:1883``; read by
   list waits ``failover_timeout`` (2 s) on its first pass, doubling per pass up to the connect
   timeout. A surviving node that stalls a CONNECT (NATS while JetStream elects new leaders)
   then costs 2 s, not 10, before the next node is asked, and a node that is merely slow is
-  still reached on a later pass.
+  still reached on a later pass;
+- a connection that dies within ``stable`` seconds (10 s) of being made (a broker that
+  accepts, then sends a malformed packet or closes at the first SUBSCRIBE) counts as a quick
+  loss, and the next replacement first waits ``initial`` doubling per quick loss in a row up to
+  ``cap`` (0.1, 0.2, ... 5 s), logged as ``broker.reconnect_delayed``; a connection that
+  lasted resets it. Without it a client would reconnect as fast as such a broker answers.
+
+Every reconnect of matchcast (``watch``, ``consume``, ``web``, the replayer, the replayer
+statuses, the load tester's consumers) goes through the clients' ``reconnect()``, so through
+:func:`fail_over` and this one policy.
 """
 
 from __future__ import annotations
@@ -43,17 +52,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAILOVER_CONNECT_TIMEOUT",
+    "STABLE_S",
     "Attempt",
     "Attempts",
+    "QuickLosses",
     "Session",
+    "backoff",
     "fail_over",
     "failover_client_id",
+    "raise_if_cancelled",
 ]
 
 _log = structlog.get_logger("matchcast.failover")
 
 #: Seconds the first failover pass over a list waits for a node's CONNACK.
 FAILOVER_CONNECT_TIMEOUT = 2.0
+#: Seconds a connection must last for its loss not to count as a quick one.
+STABLE_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +80,45 @@ class Attempt:
     url: BrokerURL
     delay: float
     timeout: float
+
+
+class QuickLosses:
+    """The wait before replacing a lost connection: none after one that lasted ``stable``
+    seconds; else ``initial`` doubling per quick loss in a row, up to ``cap``. A failed attempt
+    (no :meth:`connected` since the last :meth:`wait`) counts as a quick loss too. Used by
+    :class:`Attempts`, and by a loop that makes new clients rather than reconnecting one (the
+    load tester's probes)."""
+
+    def __init__(
+        self,
+        *,
+        initial: float = 0.1,
+        cap: float = 5.0,
+        stable: float = STABLE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.initial = initial
+        self.cap = cap
+        self.stable = stable
+        self._clock = clock
+        #: Quick losses in a row.
+        self.count = 0
+        self._up_since: float | None = None
+
+    def connected(self) -> None:
+        """A connection was made now."""
+        self._up_since = self._clock()
+
+    def wait(self) -> float:
+        """Seconds to wait before the next connection, the last one being lost now."""
+        up_since, self._up_since = self._up_since, None
+        if up_since is not None and self._clock() - up_since >= self.stable:
+            self.count = 0
+            return 0.0
+        self.count += 1
+        if self.initial * 2.0 ** min(self.count - 1, 64) >= self.cap:
+            return float(self.cap)
+        return float(self.initial * 2 ** (self.count - 1))
 
 
 class Attempts:
@@ -86,7 +140,9 @@ class Attempts:
         cap: float = 5.0,
         connect_timeout: float = 10.0,
         failover_timeout: float = FAILOVER_CONNECT_TIMEOUT,
+        stable: float = STABLE_S,
         rng: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not urls:
             raise ValueError("no broker to connect to")
@@ -98,10 +154,21 @@ class Attempts:
         self._rng = rng
         #: The index of the node of the current (or last) connection.
         self.current = 0
+        self.losses = QuickLosses(initial=initial, cap=cap, stable=stable, clock=clock)
+
+    @property
+    def quick_losses(self) -> int:
+        """Connections in a row that died within ``stable`` seconds."""
+        return self.losses.count
 
     def connected(self, index: int) -> None:
         """An attempt on ``urls[index]`` succeeded: the next loss starts after it."""
         self.current = index
+        self.losses.connected()
+
+    def loss_wait(self) -> float:
+        """See :meth:`QuickLosses.wait`."""
+        return self.losses.wait()
 
     def first_pass(self) -> Iterator[Attempt]:
         """A first connection: each broker once, in the order given, with no wait."""
@@ -122,7 +189,7 @@ class Attempts:
         start = self.current if current_first else (self.current + 1) % n
         attempt = 0
         while True:
-            rounds = attempt // n
+            rounds = min(attempt // n, 64)  # 2**64 is past every cap; a float overflows
             index = (start + attempt) % n
             ceiling = min(self.cap, self.initial * 2**rounds)
             timeout = (
@@ -189,6 +256,21 @@ class Session:
             self.client_id = failover_client_id(self.base_id)
 
 
+def raise_if_cancelled() -> None:
+    """Raise the cancel (Ctrl-C, SIGTERM) a connection attempt swallowed. Python 3.11's
+    ``asyncio.wait_for``, which aiomqtt 2 waits for a CONNACK with, returns the result when a
+    cancel lands as the awaited thing ends, and the reconnect loop went on for ever; the task
+    still counts the cancel."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+async def backoff(seconds: float) -> None:
+    """The wait after a quick loss (a test records it instead of sleeping)."""
+    await asyncio.sleep(seconds)
+
+
 def _no_details() -> Mapping[str, object]:
     return {}
 
@@ -203,11 +285,12 @@ async def fail_over(
     details: Callable[[], Mapping[str, object]] = _no_details,
     current_first: bool = False,
 ) -> None:
-    """Replace a lost connection, as both clients do: ``connect`` each of
-    :meth:`Attempts.after_loss` (``current_first`` passed on) in turn, after its wait, until
-    one succeeds.
+    """Replace a lost connection, as both clients do: wait :meth:`Attempts.loss_wait`, then
+    ``connect`` each of :meth:`Attempts.after_loss` (``current_first`` passed on) in turn, after
+    its wait, until one succeeds.
 
-    Logs ``broker.reconnect_failed`` for each failure, then ``broker.failed_over`` (another node)
+    Logs ``broker.reconnect_delayed`` before a wait for a connection that died at once,
+    ``broker.reconnect_failed`` for each failure, then ``broker.failed_over`` (another node)
     or ``broker.reconnected`` (the lost one), with the client's ``details`` of the new connection.
 
     Raises:
@@ -216,12 +299,22 @@ async def fail_over(
     """
     lost = attempts.current
     started = time.monotonic()
+    wait = attempts.loss_wait()
+    if wait:
+        _log.warning(
+            "broker.reconnect_delayed",
+            broker=str(attempts.urls[lost]),
+            wait_s=wait,
+            quick_losses=attempts.quick_losses,
+        )
+        await backoff(wait)
     schedule = attempts.after_loss(current_first=current_first)
     for number, attempt in enumerate(schedule, start=1):
         await asyncio.sleep(attempt.delay)
         try:
             await connect(attempt)
         except BrokerError as err:
+            raise_if_cancelled()
             waited = time.monotonic() - started
             _log.warning(
                 "broker.reconnect_failed",
@@ -236,6 +329,7 @@ async def fail_over(
                 ) from err
             continue
         attempts.connected(attempt.index)
+        raise_if_cancelled()
         outage = round(time.monotonic() - started, 3)
         if attempt.index != lost:
             _log.warning(

@@ -70,6 +70,20 @@ _V5_SUPPORT: dict[tuple[str, int], bool] = {}
 V5_CONNACK_TIMEOUT = 3.0
 
 
+async def _close_if_cancelled(client: aiomqtt.Client) -> None:
+    """Close a connection just made and raise CancelledError if this task was cancelled
+    (Ctrl-C, SIGTERM) though no CancelledError came: Python 3.11's ``asyncio.wait_for``, which
+    aiomqtt 2 waits for the CONNACK with, returns the result instead when the cancel lands as
+    the CONNACK arrives (see :func:`matchcast.transport.failover.raise_if_cancelled`)."""
+    task = asyncio.current_task()
+    if task is None or not task.cancelling():
+        return
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(1):
+            await client.__aexit__(None, None, None)
+    raise asyncio.CancelledError
+
+
 def _abandon(hooks: PahoHooks) -> None:
     """Close the socket of a client whose CONNECT failed, which aiomqtt leaves open: paho's
     public ``disconnect()`` sends a DISCONNECT and closes the socket once it is written."""
@@ -309,6 +323,7 @@ class MqttClient:
                     continue
                 reason = _connect_failure(err, version, self._protocol, self._attempt_timeout, url)
                 raise cannot_connect(url, f"{v5_failure}{reason}") from err
+            await _close_if_cancelled(client)
             if version == "5":
                 _V5_SUPPORT[key] = True
             elif v5_failure:
@@ -391,8 +406,11 @@ class MqttClient:
     async def _replace(self, same_node_first: bool = False) -> None:
         old, self._client, self._hooks = self._client, None, None
         if old is not None:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancel (Ctrl-C,
+            # SIGTERM) that lands as the wrapped call ends, and a reconnect loop went on.
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(old.__aexit__(None, None, None), timeout=1)
+                async with asyncio.timeout(1):
+                    await old.__aexit__(None, None, None)
 
         lost = self.attempts.current
 

@@ -10,7 +10,19 @@ The page itself (HTML, CSS, vanilla JS) is in ``static/`` and served from the pa
 """
 
 from matchcast.web._bridge import bridge
+from matchcast.web._guard import HttpGuard, bound_to_loopback, check_allowed_host
 from matchcast.web._hub import Client, Frame, Hub, HubStats
 from matchcast.web._server import ControlSender, WebServer
 
-__all__ = ["Client", "ControlSender", "Frame", "Hub", "HubStats", "WebServer", "bridge"]
+__all__ = [
+    "Client",
+    "ControlSender",
+    "Frame",
+    "HttpGuard",
+    "Hub",
+    "HubStats",
+    "WebServer",
+    "bound_to_loopback",
+    "bridge",
+    "check_allowed_host",
+]

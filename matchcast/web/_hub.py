@@ -177,6 +177,9 @@ class Hub:
             191 events in the full feed; an older id gets the snapshot instead).
         queue_size: live frames a browser may have waiting before it is dropped.
         clock: monotonic time in seconds; the running loop's by default.
+        max_matches: matches kept at once (their state, history and list entry); past it the
+            least recently updated that no browser follows are forgotten, a twentieth of the
+            bound at a time (``web.matches_forgotten``), as the runner evicts its own.
     """
 
     def __init__(
@@ -185,14 +188,23 @@ class Hub:
         history: int = 1024,
         queue_size: int = 256,
         clock: Callable[[], float] | None = None,
+        max_matches: int = MAX_MATCHES,
     ) -> None:
+        if max_matches < 1:
+            raise ValueError(f"max_matches must be at least 1, not {max_matches}")
         self.history = history
+        self.max_matches = max_matches
+        #: Matches forgotten so far at the bound.
+        self.forgotten = 0
         self.queue_size = queue_size
         self.stats = HubStats()
         self._clock = clock or (lambda: asyncio.get_running_loop().time())
-        self._channels: dict[str, _Channel] = {}
+        self._channels: dict[str, _Channel] = {}  # the least recently updated first
+        #: Channels some browser follows (a changed list entry goes to these, not to all).
+        self._watched: dict[str, _Channel] = {}
         self._lobby: set[Client] = set()  # browsers that follow no match yet
-        self._summaries: dict[str, MatchSummary] = {}
+        #: Each match's entry of the list, kept encoded (JSON): a fifth of the dict's memory.
+        self._summaries: dict[str, bytes] = {}
         #: Replayer statuses of matches without a channel yet, least recently named first.
         self._early_replayers: dict[str, Literal["online", "offline"]] = {}
         self._matches_frame: Frame | None = None  # the whole list, encoded on demand
@@ -205,7 +217,7 @@ class Hub:
 
     def publish(self, event: Event, state: MatchState) -> None:
         """An event and the state after it: remember it and send it to the match's browsers."""
-        channel = self._channel(event.match_id)
+        channel = self._channel(event.match_id, recent=True)
         if channel.state is not None and channel.state.run != state.run:
             # A new run (a seek, a restarted replay): the old run's frames are another story,
             # and a browser resuming by seq must not be sent them.
@@ -247,7 +259,7 @@ class Hub:
         The history before it may have holes, so it is cleared: a browser resuming from an
         older id gets this snapshot instead.
         """
-        channel = self._channel(state.match_id)
+        channel = self._channel(state.match_id, recent=True)
         if channel.state is not None and channel.state.run != state.run:
             channel.xg.clear()  # another run's shots
         channel.state = state
@@ -276,7 +288,7 @@ class Hub:
 
     def matches(self) -> list[MatchSummary]:
         """The picker's list: every match with a state, in the order they appeared."""
-        return list(self._summaries.values())
+        return [json.loads(entry) for entry in self._summaries.values()]
 
     def connect(self, match_id: str | None, last_event_id: int | None = None) -> Client:
         """Register a browser; its backlog is the match list, then the snapshot or the resumed
@@ -293,6 +305,7 @@ class Hub:
                 backlog.append(self._replayer_frame(match_id, channel.replayer))
             client = Client(match_id, backlog, self.queue_size)
             channel.clients.add(client)
+            self._watched[match_id] = channel
         self.stats.clients_total += 1
         self.stats.clients_connected += 1
         _log.debug("browser.connected", match_id=match_id, last_event_id=last_event_id)
@@ -310,6 +323,8 @@ class Hub:
             group.discard(client)
             self.stats.clients_connected -= 1
         channel = self._channels.get(client.match_id or "")
+        if channel is not None and not channel.clients:
+            self._watched.pop(channel.match_id, None)
         if channel is not None and channel.state is None and not channel.clients:
             del self._channels[channel.match_id]
             if channel.replayer is not None:
@@ -322,13 +337,39 @@ class Hub:
 
     # ------------------------------------------------------------ internals
 
-    def _channel(self, match_id: str) -> _Channel:
+    def _channel(self, match_id: str, *, recent: bool = False) -> _Channel:
+        """The channel of ``match_id``, made if new; ``recent``: it was just updated (the
+        least recently updated are forgotten first at the bound)."""
         channel = self._channels.get(match_id)
         if channel is None:
             replayer = self._early_replayers.pop(match_id, None)
             channel = _Channel(match_id, deque(maxlen=self.history), replayer=replayer)
             self._channels[match_id] = channel
+            if len(self._channels) > self.max_matches:
+                self._forget_oldest()
+        elif recent and next(reversed(self._channels)) != match_id:
+            del self._channels[match_id]
+            self._channels[match_id] = channel
         return channel
+
+    def _forget_oldest(self) -> None:
+        """At the bound: forget the least recently updated matches no browser follows, a
+        twentieth of the bound at a time; one log line."""
+        count = len(self._channels) - self.max_matches + max(1, self.max_matches // 20)
+        victims = [c for c in self._channels.values() if not c.clients][:count]
+        for channel in victims:
+            del self._channels[channel.match_id]
+            self._summaries.pop(channel.match_id, None)
+        if victims:
+            self._matches_frame = None
+            self.forgotten += len(victims)
+            _log.warning(
+                "web.matches_forgotten",
+                forgotten=len(victims),
+                total=self.forgotten,
+                kept=len(self._channels),
+                limit=self.max_matches,
+            )
 
     def _remember_replayer(self, match_id: str, status: Literal["online", "offline"]) -> None:
         self._early_replayers.pop(match_id, None)  # named again: the last to forget
@@ -378,20 +419,20 @@ class Hub:
     def _note(self, state: MatchState) -> None:
         """Update the picker's list; push the one changed entry to everyone if something it
         shows changed (the whole list only goes to a browser when it connects)."""
-        new = summary(state)
+        new = json.dumps(summary(state), ensure_ascii=False).encode()
         if self._summaries.get(state.match_id) == new:
             return
         self._summaries[state.match_id] = new
         self._matches_frame = None
-        payload = json.dumps({"match": new}, ensure_ascii=False).encode()
+        payload = b'{"match":' + new + b"}"
         frame = Frame(sse("match", payload), None, 0.0)
         self._fan_out(self._lobby, frame)
-        for channel in self._channels.values():
+        for channel in list(self._watched.values()):
             self._fan_out(channel.clients, frame)
 
     def _list_frame(self) -> Frame:
         """The whole list as one frame, encoded once per change however many browsers join."""
         if self._matches_frame is None:
-            payload = json.dumps({"matches": self.matches()}, ensure_ascii=False).encode()
+            payload = b'{"matches":[' + b",".join(self._summaries.values()) + b"]}"
             self._matches_frame = Frame(sse("matches", payload), None, 0.0)
         return self._matches_frame

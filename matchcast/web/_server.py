@@ -31,7 +31,7 @@ import logging
 import re
 import resource
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from importlib import resources
 
 import structlog
@@ -47,6 +47,7 @@ from events import (
     clip,
     parse_minute,
 )
+from matchcast.web._guard import HEAD_TIMEOUT, HttpGuard
 from matchcast.web._hub import Client, Frame, Hub
 
 __all__ = ["ControlSender", "WebServer", "default_max_streams"]
@@ -122,10 +123,7 @@ class _AccessLog(AbstractAccessLogger):
     errors included); served ones only at debug level."""
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
-        try:
-            path = request.raw_path
-        except Exception:  # a head too broken to have a path
-            path = ""
+        path = _logged_path(request)
         fields = {
             "status": response.status,
             "method": clip(request.method),
@@ -138,6 +136,17 @@ class _AccessLog(AbstractAccessLogger):
             _log.warning("http.refused", reason=clip(" ".join(reason)), **fields)
         else:
             _log.debug("http.served", seconds=round(time, 6), **fields)
+
+
+def _logged_path(request: web.BaseRequest) -> str:
+    """The path and query of a request as logs show it: cut, and without a ``token``."""
+    try:
+        url = request.rel_url
+        if "token" in url.query:
+            url = url.with_query({k: v for k, v in url.query.items() if k != "token"})
+        return clip(url.raw_path_qs)
+    except Exception:  # a head too broken to have a path
+        return ""
 
 
 def _text(status: int, body: str) -> web.Response:
@@ -157,7 +166,7 @@ async def _errors(
     except (ConnectionError, asyncio.CancelledError):
         raise
     except Exception:
-        _log.exception("http.failed", method=request.method, path=clip(request.raw_path))
+        _log.exception("http.failed", method=request.method, path=_logged_path(request))
         return _text(500, "internal error (logged on the server)")
     if not response.prepared:
         response.headers.update(_SECURITY)
@@ -177,6 +186,13 @@ class WebServer:
             :func:`default_max_streams`.
         control: sends the page's replay commands on (``matchcast web --control``); None
             keeps the page read-only (a command gets 403).
+        allowed_hosts: host names a request may give besides those of ``host``
+            (``web --allowed-host``; :class:`~matchcast.web._guard.HttpGuard`).
+        token: the secret a command must carry (cookie or ``Authorization: Bearer``); None:
+            none is asked for.
+        max_connections: connections open at once, half-open ones included; by default
+            :func:`~matchcast.web._guard.default_max_connections`.
+        head_timeout: seconds a request head may take to arrive.
     """
 
     def __init__(
@@ -188,6 +204,10 @@ class WebServer:
         keepalive: float = 15.0,
         max_streams: int | None = None,
         control: ControlSender | None = None,
+        allowed_hosts: Iterable[str] = (),
+        token: str | None = None,
+        max_connections: int | None = None,
+        head_timeout: float = HEAD_TIMEOUT,
     ) -> None:
         self.hub = hub
         self.control = control
@@ -198,6 +218,13 @@ class WebServer:
         if self.max_streams < 1:
             raise ValueError(f"max_streams must be at least 1, not {self.max_streams}")
         self.refused_streams = 0
+        self.guard = HttpGuard(
+            host,
+            allowed_hosts,
+            token=token,
+            max_connections=max_connections,
+            head_timeout=head_timeout,
+        )
         self._files = _static_files()
         self._runner: web.AppRunner | None = None
         self._streams: set[Client] = set()
@@ -215,7 +242,7 @@ class WebServer:
 
     async def start(self) -> None:
         """Listen; raises OSError if the port is taken."""
-        app = web.Application(middlewares=[_errors])
+        app = web.Application(middlewares=[*self.guard.middlewares, _errors])
         app.router.add_get("/", self._page)
         app.router.add_get("/index.html", self._page)
         app.router.add_get("/static/{name}", self._static)
@@ -239,7 +266,7 @@ class WebServer:
             handler_cancellation=True,
         )
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port)
+        site = self.guard.site(runner, self.host, self.port)
         try:
             await site.start()
         except OSError:
@@ -248,7 +275,13 @@ class WebServer:
         self._runner = runner
         self.port = runner.addresses[0][1]  # the bound port, for port=0
         self._keepalives = asyncio.ensure_future(self._keep_alive())
-        _log.info("web.started", url=self.url, max_streams=self.max_streams)
+        _log.info(
+            "web.started",
+            url=self.url,
+            max_streams=self.max_streams,
+            max_connections=self.guard.max_connections,
+            token=self.guard.token is not None,
+        )
 
     async def stop(self) -> None:
         """Stop listening and end every stream."""
@@ -262,7 +295,13 @@ class WebServer:
             client.drop()
         await self._runner.cleanup()
         self._runner = None
-        _log.info("web.stopped", refused_streams=self.refused_streams, **self.hub.stats.as_dict())
+        _log.info(
+            "web.stopped",
+            refused_streams=self.refused_streams,
+            shed_connections=self.guard.shed,
+            refused_hosts=self.guard.hosts_refused,
+            **self.hub.stats.as_dict(),
+        )
 
     async def __aenter__(self) -> WebServer:
         await self.start()
@@ -294,6 +333,9 @@ class WebServer:
         stats["streams_open"] = len(self._streams)
         stats["streams_refused"] = self.refused_streams
         stats["max_streams"] = self.max_streams
+        stats["connections_open"] = self.guard.connections
+        stats["connections_shed"] = self.guard.shed
+        stats["max_connections"] = self.guard.max_connections
         return self._json(stats)
 
     @staticmethod
@@ -305,8 +347,9 @@ class WebServer:
 
     # ------------------------------------------------------------ replay control
 
-    async def _control_enabled(self, _request: web.Request) -> web.Response:
-        return self._json({"enabled": self.control is not None})
+    async def _control_enabled(self, request: web.Request) -> web.Response:
+        """Whether this browser may send commands: control is on, and it holds the token."""
+        return self._json({"enabled": self.control is not None and self.guard.authorized(request)})
 
     async def _control(self, request: web.Request) -> web.Response:
         """A command from the page: bounded, checked, then sent on to the replayer."""
@@ -318,17 +361,26 @@ class WebServer:
     async def _control_result(self, request: web.Request) -> tuple[int, dict[str, object]]:
         if self.control is None:
             return 403, {"error": "read-only: start matchcast web --control"}
+        if not self.guard.authorized(request):
+            return 403, {"error": "open the page through the address with its token first"}
         if request.content_type != "application/json":
             return 415, {"error": "send application/json"}
         origin = request.headers.get("Origin")
-        if origin is not None and origin != f"http://{request.host}":
+        if origin is not None and origin not in (
+            f"http://{request.host}",
+            f"https://{request.host}",
+        ):
             return 403, {"error": "commands come from this page only"}
         length = request.content_length
         if length is None or length > _MAX_BODY:
             return 413, {"error": f"at most {_MAX_BODY} bytes, with a Content-Length"}
-        raw = await request.content.read(_MAX_BODY + 1)
-        if len(raw) > _MAX_BODY:
-            return 413, {"error": f"at most {_MAX_BODY} bytes"}
+        try:  # the whole body (in as many packets as it came), within the head's time limit
+            async with asyncio.timeout(self.guard.head_timeout):
+                raw = await request.content.readexactly(length)
+        except TimeoutError:
+            return 408, {"error": f"the body took more than {self.guard.head_timeout:g} s"}
+        except asyncio.IncompleteReadError:
+            return 400, {"error": "the body ended before its Content-Length"}
         try:
             data = from_json(raw, allow_inf_nan=False)
         except ValueError:

@@ -1,0 +1,86 @@
+"""What ``watch`` and ``web`` keep per match is bounded like the runner's matches: a flood of
+made-up match ids makes the views forget the least recently updated, with a log line, instead
+of growing for ever (RSS across floods: ``benchmarks/memory_flood.py``)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from structlog.testing import capture_logs
+
+from consumers import Scoreboard
+from consumers.scoreboard import KEEP_LINES
+from consumers.terminal import MAX_BOARDS, TerminalView
+from consumers.ticker import Ticker
+from events import Event, MatchState, apply
+from matchcast.web import Hub
+from simulator import expand, resolve_matches
+
+KICKOFF: Event = next(s.event for s in expand(resolve_matches("semifinal")[0]))
+
+
+def _kickoff(match_id: str) -> tuple[Event, MatchState]:
+    event = KICKOFF.model_copy(update={"match_id": match_id})
+    return event, apply(MatchState.new(match_id), event)
+
+
+def test_the_page_forgets_the_least_recently_updated_matches_past_its_bound() -> None:
+    hub = Hub(max_matches=100, queue_size=10_000, clock=lambda: 0.0)
+    followed = hub.connect("m0")  # a browser follows the oldest one: kept
+    with capture_logs() as logs:
+        for i in range(1000):
+            hub.publish(*_kickoff(f"m{i}"))
+    ids = [m["match_id"] for m in hub.matches()]
+    assert len(ids) <= 100
+    assert "m0" in ids and "m999" in ids and "m500" not in ids
+    assert hub.state("m0") is not None and hub.state("m500") is None
+    forgotten = [e for e in logs if e["event"] == "web.matches_forgotten"]
+    assert forgotten and sum(e["forgotten"] for e in forgotten) == hub.forgotten >= 900
+    assert len(forgotten) < 200  # one line per sweep, not per match
+    hub.disconnect(followed)
+
+
+def test_the_terminal_view_keeps_and_draws_a_bounded_number_of_matches() -> None:
+    view = TerminalView(Console(file=io.StringIO(), width=100), max_matches=100)
+    with capture_logs() as logs:
+        for i in range(1000):
+            event, state = _kickoff(f"m{i}")
+            view._on_event(event, state)
+    assert len(view.board.states) <= 100
+    assert "m999" in view.board.states
+    assert any(e["event"] == "match.forgotten" for e in logs)
+    drawn = view._render()
+    assert len(drawn.renderables) == MAX_BOARDS + 2  # the "more" line, the boards, the ticker
+
+
+def test_the_scoreboard_and_ticker_keep_bounded_states_and_lines() -> None:
+    board = Scoreboard(echo=None, max_matches=50)
+    ticker = Ticker(echo=None)
+    for i in range(3 * KEEP_LINES):
+        event, state = _kickoff(f"m{i}")
+        board._on_event(event, state)
+        ticker._on_event(event, state)
+    assert len(board.states) <= 50
+    assert KEEP_LINES <= len(board.lines) <= 2 * KEEP_LINES
+    assert KEEP_LINES <= len(ticker.lines) <= 2 * KEEP_LINES
+    assert board.lines[-1].startswith(f"m{3 * KEEP_LINES - 1} ")
+
+
+async def test_the_runner_s_topic_cache_is_bounded_by_its_match_limit() -> None:
+    """What the runner kept of every match it evicted: its topics, parsed (up to 100,000)."""
+    from consumers import Runner
+    from events import Message, Topics, encode_event
+
+    topics = Topics("mctest-flood")
+    runner = Runner([], topics=topics, max_matches=10)
+    await runner.start()
+    try:
+        for i in range(200):
+            event, _ = _kickoff(f"m{i}")
+            await runner.feed(Message(topics.events(f"m{i}"), encode_event(event), 1))
+        await runner.join()
+        assert runner.tracked <= 10
+        assert len(runner._parsed) <= 40
+    finally:
+        await runner.close(abandon=True)
