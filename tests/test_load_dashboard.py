@@ -152,8 +152,8 @@ async def test_a_foreign_host_name_is_refused_on_loopback(dashboard: Dashboard) 
     """DNS rebinding: a page served as evil.example resolving to 127.0.0.1 gets nothing."""
     async with aiohttp.ClientSession() as http:
         for host, status in (
-            ("evil.example", 421),
-            (f"evil.example:{dashboard.port}", 421),
+            ("evil.example", 403),
+            (f"evil.example:{dashboard.port}", 403),
             (f"localhost:{dashboard.port}", 200),
             (f"127.0.0.1:{dashboard.port}", 200),
             (f"[::1]:{dashboard.port}", 200),

@@ -13,21 +13,20 @@ duplicates, live matches, and per node for a broker list. Routes:
 
 Each browser has a bounded queue; one that falls too far behind is cut off and, reconnecting
 with ``Last-Event-ID``, gets what it missed as one ``history`` event. Streams are capped
-(``max_streams``, 503 past it). Bound to a loopback address (the default), the server answers
-only requests whose Host is a loopback name, so a web page elsewhere cannot read it through
-DNS rebinding. :func:`build_app` takes the ``middlewares`` to put in front (the host check and
-connection limits of ``matchcast web``).
+(``max_streams``, 503 past it). The server has the guard of every matchcast HTTP server
+(:class:`matchcast.web._guard.HttpGuard`): only a Host it is bound to is answered (403
+otherwise), so a web page elsewhere cannot read it through DNS rebinding; a request head must
+come within 10 s; connections are capped below the descriptor limit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from importlib import resources
 from typing import Any, TextIO
 
@@ -35,12 +34,13 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from matchcast.web._guard import HttpGuard
+
 __all__ = [
     "Dashboard",
     "build_app",
     "headline",
     "jsonable",
-    "loopback_only",
     "serve",
     "static_file",
 ]
@@ -153,46 +153,13 @@ def _frame(event: str, data: str, event_id: int | None = None) -> bytes:
     return f"{head}event: {event}\ndata: {data}\n\n".encode()
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _host_only_loopback() -> Middleware:
-    """Refuse (421) a request whose Host is not a loopback name: a dashboard on 127.0.0.1
-    is for this machine, and this stops a foreign page reaching it through DNS rebinding."""
-
-    @web.middleware
-    async def check(
-        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
-        host = (request.host or "").lower()
-        name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-        if name not in _LOOPBACK_NAMES:
-            _log.warning("http.refused", status=421, reason="host not loopback", path=request.path)
-            return web.Response(
-                status=421,
-                text="this server answers for localhost only (bind it elsewhere to reach it)\n",
-                headers=_SECURITY,
-            )
-        return await handler(request)
-
-    return check
-
-
-def loopback_only(host: str) -> list[Middleware]:
-    """The Host check for a server bound to ``host``: none unless it is a loopback address."""
-    return [_host_only_loopback()] if _loopback(host) else []
-
-
-async def serve(app: web.Application, host: str, port: int, option: str) -> web.AppRunner:
-    """Run ``app`` on ``host:port`` (port 0: a free one, in the runner's ``addresses``).
-    A port that is taken raises OSError naming ``option`` (what the user set), leaving
-    nothing behind."""
+async def serve(
+    app: web.Application, guard: HttpGuard, host: str, port: int, option: str
+) -> web.AppRunner:
+    """Run ``app`` on ``host:port`` (port 0: a free one, in the runner's ``addresses``),
+    its connections through ``guard`` (the head deadline and connection cap of every matchcast
+    HTTP server; its middleware checks each Host). A port that is taken raises OSError naming
+    ``option`` (what the user set), leaving nothing behind."""
     runner = web.AppRunner(
         app,
         handle_signals=False,
@@ -203,7 +170,7 @@ async def serve(app: web.Application, host: str, port: int, option: str) -> web.
     )
     await runner.setup()
     try:
-        await web.TCPSite(runner, host, port).start()
+        await guard.site(runner, host, port).start()
     except OSError as err:
         await runner.cleanup()
         raise OSError(
@@ -215,9 +182,9 @@ async def serve(app: web.Application, host: str, port: int, option: str) -> web.
 
 
 def build_app(dashboard: Dashboard, middlewares: Iterable[Middleware] = ()) -> web.Application:
-    """The dashboard's aiohttp application, ``middlewares`` first (then the loopback Host
-    check when it listens on a loopback address)."""
-    app = web.Application(middlewares=[*middlewares, *loopback_only(dashboard.host)])
+    """The dashboard's aiohttp application: its guard's Host check first (only the names it
+    is bound to answer, as for ``matchcast web``), then ``middlewares``."""
+    app = web.Application(middlewares=[*dashboard.guard.middlewares, *middlewares])
     app.router.add_get("/", dashboard.page)
     app.router.add_get("/index.html", dashboard.page)
     app.router.add_get("/static/{name}", dashboard.static)
@@ -258,6 +225,7 @@ class Dashboard:
             raise ValueError(f"max_streams must be at least 1, not {max_streams}")
         self.host = host
         self.port = port
+        self.guard = HttpGuard(host)
         self.middlewares = list(middlewares)
         self.max_streams = max_streams
         self.keepalive = keepalive
@@ -291,7 +259,7 @@ class Dashboard:
     async def start(self) -> None:
         """Listen; raises OSError if the port is taken."""
         self._runner = await serve(
-            build_app(self, self.middlewares), self.host, self.port, "--dashboard"
+            build_app(self, self.middlewares), self.guard, self.host, self.port, "--dashboard"
         )
         self.port = self._runner.addresses[0][1]
         _log.info("dashboard.started", url=self.url)

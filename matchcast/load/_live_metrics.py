@@ -42,7 +42,8 @@ from prometheus_client import (
     generate_latest,
 )
 
-from matchcast.load._dashboard import loopback_only, serve
+from matchcast.load._dashboard import serve
+from matchcast.web._guard import HttpGuard
 
 __all__ = ["LoadMetrics", "build_metrics_app"]
 
@@ -111,6 +112,7 @@ class LoadMetrics:
     ) -> None:
         self.port = port
         self.host = host
+        self.guard = HttpGuard(host)
         self.middlewares = list(middlewares)
         self.registry = registry or CollectorRegistry()
         self.refused_rows = 0
@@ -150,7 +152,11 @@ class LoadMetrics:
     async def start(self) -> None:
         """Listen; raises OSError if the port is taken."""
         self._runner = await serve(
-            build_metrics_app(self, self.middlewares), self.host, self.port, "--metrics-port"
+            build_metrics_app(self, self.middlewares),
+            self.guard,
+            self.host,
+            self.port,
+            "--metrics-port",
         )
         self.port = self._runner.addresses[0][1]
         self.running.set(1)
@@ -209,8 +215,8 @@ class LoadMetrics:
 def build_metrics_app(
     metrics: LoadMetrics, middlewares: Iterable[Middleware] = ()
 ) -> web.Application:
-    """The ``/metrics`` application, ``middlewares`` first (then the Host check of a loopback
-    address, as the dashboard's)."""
-    app = web.Application(middlewares=[*middlewares, *loopback_only(metrics.host)])
+    """The ``/metrics`` application: its guard's Host check first (as the dashboard's and
+    ``matchcast web``'s), then ``middlewares``."""
+    app = web.Application(middlewares=[*metrics.guard.middlewares, *middlewares])
     app.router.add_get("/metrics", metrics.metrics)
     return app
