@@ -16,8 +16,9 @@ import pytest
 from matchcast.load import LoadArgs, LoadError
 from matchcast.load._dask import _Rows, need_distributed
 from matchcast.testing import Mosquitto
+from tests._factories import SEMIFINAL_EVENTS
 
-N = 106  # events of one semi-final
+N = SEMIFINAL_EVENTS  # events of one semi-final (the full feed, load's default)
 
 
 def test_without_distributed_dask_and_workers_exit_2_naming_the_install(

@@ -83,7 +83,7 @@ def test_a_closed_mosquitto_leaves_no_folder_and_no_process() -> None:
 
 
 def test_load_spawn_mosquitto_leaves_nothing_after_a_normal_exit() -> None:
-    from matchcast.cli.load import _spawned
+    from matchcast.load._command import _spawned
 
     with _spawned(True) as url:
         assert url is not None

@@ -31,9 +31,9 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from consumers import _deadletter, _plugins
 from matchcast import redact
-from matchcast.load import _checks, _merge
+from matchcast.load import _checks, _merge, _stages
 from matchcast.web import _server
-from simulator import _schemes
+from simulator import _matchfile, _schemes
 from simulator.importers import openfootball
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,6 +115,7 @@ CASES: dict[str, Case] = {
     "sim spec": Case(_schemes._SIM.pattern, _re(_schemes._SIM.pattern, "match"), ("1-2:AB-",)),
     "generated team code": Case(r"[A-Z0-9]{2,5}", _re(r"[A-Z0-9]{2,5}", "fullmatch")),
     "match day": Case(r"\d{4}-\d{2}-\d{2}", _re(r"\d{4}-\d{2}-\d{2}", "fullmatch")),
+    "match file error field": _compiled(_matchfile._NAMED, "match"),
     "match pair": Case(
         r"[a-z0-9]{2,5}-[a-z0-9]{2,5}", _re(r"[a-z0-9]{2,5}-[a-z0-9]{2,5}", "fullmatch")
     ),
@@ -133,6 +134,12 @@ CASES: dict[str, Case] = {
         ("p99 <", "p99 < 5 ms !", "lost =="),
     ),
     "load merge path": _compiled(_merge._STEP, "findall"),
+    "load stage duration": Case(
+        _stages._PART.pattern, lambda text: list(_stages._PART.finditer(text)), ("1.", "1.5x")
+    ),
+    "load stage number": Case(
+        r"[0-9]+(?:\.[0-9]+)?", _re(r"[0-9]+(?:\.[0-9]+)?", "fullmatch"), ("1.", "1.2.")
+    ),
     "load merge word": Case(r"[\w-]+", _re(r"[\w-]+", "fullmatch")),
     "web match id": _compiled(_server._MATCH_ID, "fullmatch"),
     "web event id": _compiled(_server._EVENT_ID, "fullmatch"),
