@@ -1,5 +1,11 @@
 """Turns matches into timed event streams and publishes them.
 
+Named for simulation, it holds all that makes a stream of a match: the match file and every
+input file's one boundary (``_files.py``), the importers, the seeded generator, the timeline,
+recordings, chaos, and mostly the replayer that publishes the stream (``_replay.py`` and the
+modules its docstring names). The name stays because users import it (``from simulator import
+Replayer``); docs/architecture.md maps its modules.
+
 Depends on :mod:`events`; never on :mod:`consumers`.
 """
 

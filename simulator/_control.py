@@ -15,6 +15,10 @@ deadline plus the difference of their wall offsets at the current speed. So:
 
 Pure: no asyncio and no I/O. The replayer (simulator/_replay.py) reads it before each event and
 wakes on changes; tests drive it with plain numbers.
+
+Named control for what moves it: a control command (its wire form is events/_control.py,
+the sender matchcast/app/control.py, the command matchcast/cli/control.py) is applied here by
+:func:`apply_command`, to the :class:`Playhead` of each match.
 """
 
 from __future__ import annotations
