@@ -12,6 +12,7 @@ Depends on :mod:`events`; never on :mod:`consumers`.
 from simulator import _matchfile
 from simulator._chaos import ChaosStream, Emission, Fault, apply_chaos
 from simulator._chaos_spec import FAULTS, ChaosSpec, ChaosSpecError
+from simulator._feed import Feed, in_feed, lean_match
 from simulator._files import (
     IMPORT_FILE,
     LOAD_REPORT,
@@ -72,6 +73,7 @@ __all__ = [
     "Clock",
     "Emission",
     "Fault",
+    "Feed",
     "FileKind",
     "MatchFormat",
     "MonotonicClock",
@@ -86,9 +88,11 @@ __all__ = [
     "dump_match",
     "expand",
     "expected_goals",
+    "in_feed",
     "input_lines",
     "is_recording",
     "kickoff_delays",
+    "lean_match",
     "load_input",
     "load_recording",
     "matches_on",
