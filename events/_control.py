@@ -11,6 +11,11 @@ These messages are outside the versioned event schema (like the replayer status)
 checked first, then pydantic-core parses it (refusing deep nesting instead of recursing), then
 the model validates it; every failure is a :class:`ControlCommandError` that keeps what could
 be read of the request id and reply topic, so the replayer can still answer.
+
+Four modules are named control, one per layer a command crosses, so each is read with its
+folder: this one is the wire form; simulator/_control.py the playhead a replay moves when it
+obeys one; matchcast/app/control.py the sender that waits for the reply; matchcast/cli/control.py
+the command line.
 """
 
 from __future__ import annotations

@@ -277,17 +277,8 @@ def apply(state: MatchState, event: Event) -> MatchState:
             status = "half_time" if event.clock.period is Period.FIRST_HALF else "break"
             return evolve(state, {**base, "status": status, "score": event.score})
         case Goal():
-            record = GoalRecord(
-                goal_id=event.goal_id,
-                seq=event.seq,
-                clock=event.clock,
-                team=event.team,
-                scorer=event.scorer,
-                method=event.method,
-                detail=event.detail,
-                shot_id=event.shot_id,
-            )
-            return evolve(state, {**base, "score": event.score, "goals": (*state.goals, record)})
+            goals = (*state.goals, _goal_record(event))
+            return evolve(state, {**base, "score": event.score, "goals": goals})
         case GoalDisallowed():
             goals = tuple(g for g in state.goals if g.goal_id != event.goal_id)
             changes = {**base, "score": event.score, "goals": goals}
@@ -303,14 +294,7 @@ def apply(state: MatchState, event: Event) -> MatchState:
                 },
             )
         case Card():
-            record_c = CardRecord(
-                seq=event.seq,
-                clock=event.clock,
-                team=event.team,
-                player=event.player,
-                card=event.card,
-            )
-            return evolve(state, {**base, "cards": (*state.cards, record_c)})
+            return evolve(state, {**base, "cards": (*state.cards, _card_record(event))})
         case ShootoutKick():
             return evolve(
                 state, {**base, "shootout": dict(event.shootout), "period": Period.PENALTIES}
@@ -330,6 +314,27 @@ def apply(state: MatchState, event: Event) -> MatchState:
             return evolve(state, {**base, "status": "stopped"})
         case _:  # a type that changes nothing but the clock: a tick, a substitution, ...
             return evolve(state, base)
+
+
+def _goal_record(event: Goal) -> GoalRecord:
+    """What the state keeps of ``event``, in its list of goals."""
+    return GoalRecord(
+        goal_id=event.goal_id,
+        seq=event.seq,
+        clock=event.clock,
+        team=event.team,
+        scorer=event.scorer,
+        method=event.method,
+        detail=event.detail,
+        shot_id=event.shot_id,
+    )
+
+
+def _card_record(event: Card) -> CardRecord:
+    """What the state keeps of ``event``, in its list of cards."""
+    return CardRecord(
+        seq=event.seq, clock=event.clock, team=event.team, player=event.player, card=event.card
+    )
 
 
 def _changed(line: TeamStats, changes: dict[str, object]) -> TeamStats:

@@ -24,6 +24,7 @@ import subprocess
 import tempfile
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,14 +51,25 @@ def mosquitto_binary() -> str | None:
     )
 
 
-def wait_port(host: str, port: int, timeout: float = 10.0) -> None:
-    """Return once ``host:port`` accepts TCP connections."""
+def wait_port(
+    host: str, port: int, timeout: float = 10.0, *, alive: Callable[[], bool] | None = None
+) -> None:
+    """Return once ``host:port`` accepts TCP connections.
+
+    Raises:
+        TimeoutError: nothing listens there after ``timeout`` seconds, or, sooner, ``alive()``
+            says the process that was to listen there has ended.
+    """
     deadline = time.monotonic() + timeout
     while True:
         try:
             with socket.create_connection((host, port), timeout=0.5):
                 return
         except OSError:
+            if alive is not None and not alive():
+                raise TimeoutError(
+                    f"nothing listens on {host}:{port}: the process that was to has ended"
+                ) from None
             if time.monotonic() > deadline:
                 raise TimeoutError(f"nothing listens on {host}:{port} after {timeout}s") from None
             time.sleep(0.02)
@@ -138,12 +150,16 @@ class Mosquitto:
         self._procs.append(self.proc)
         if self._finalizer is None:
             self._finalizer = weakref.finalize(self, _stop_and_remove, self._procs, self.workdir)
+        proc = self.proc
         try:
-            wait_port(self.host, self.port)
-        except TimeoutError:
+            wait_port(self.host, self.port, alive=lambda: proc.poll() is None)
+        except TimeoutError as timeout:
+            self._end()  # its stderr still open: its words are read here
+            err = proc.stderr.read().decode().strip() if proc.stderr else ""
             self.stop()
-            err = self.proc.stderr.read().decode() if self.proc and self.proc.stderr else ""
-            raise RuntimeError(f"mosquitto did not start on {self.port}: {err}") from None
+            raise RuntimeError(
+                f"mosquitto did not start on {self.port}: {err or timeout}"
+            ) from None
         return self
 
     def kill(self) -> None:
@@ -156,6 +172,12 @@ class Mosquitto:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL if it lingers."""
+        self._end()
+        if self.proc and self.proc.stderr:
+            self.proc.stderr.close()
+
+    def _end(self) -> None:
+        """SIGTERM, then SIGKILL if it lingers; its stderr is left open."""
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -163,8 +185,6 @@ class Mosquitto:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
-        if self.proc and self.proc.stderr:
-            self.proc.stderr.close()
 
     def close(self) -> None:
         """Stop it and remove its folder (config, log, persistence): nothing left behind. Also

@@ -1,11 +1,18 @@
 """Turns matches into timed event streams and publishes them.
 
+Named for simulation, it holds all that makes a stream of a match: the match file and every
+input file's one boundary (``_files.py``), the importers, the seeded generator, the timeline,
+recordings, chaos, and mostly the replayer that publishes the stream (``_replay.py`` and the
+modules its docstring names). The name stays because users import it (``from simulator import
+Replayer``); docs/architecture.md maps its modules.
+
 Depends on :mod:`events`; never on :mod:`consumers`.
 """
 
 from simulator import _matchfile
 from simulator._chaos import ChaosStream, Emission, Fault, apply_chaos
 from simulator._chaos_spec import FAULTS, ChaosSpec, ChaosSpecError
+from simulator._feed import Feed, in_feed, lean_match
 from simulator._files import (
     IMPORT_FILE,
     LOAD_REPORT,
@@ -66,6 +73,7 @@ __all__ = [
     "Clock",
     "Emission",
     "Fault",
+    "Feed",
     "FileKind",
     "MatchFormat",
     "MonotonicClock",
@@ -80,9 +88,11 @@ __all__ = [
     "dump_match",
     "expand",
     "expected_goals",
+    "in_feed",
     "input_lines",
     "is_recording",
     "kickoff_delays",
+    "lean_match",
     "load_input",
     "load_recording",
     "matches_on",

@@ -26,6 +26,10 @@ changes the decisions of another):
 Corrections and restarts are extra *real* events (renumbered, contiguous seqs per run): they
 are in the true stream, and the truth is its final state. Every other fault only re-sends,
 omits, re-orders or re-times messages of that true stream.
+
+This is the transform; its SPEC is parsed in simulator/_chaos_spec.py, the replayer sends what
+it makes through simulator/_chaos_sender.py, and the load tester's matchcast/load/_chaos.py
+(the other ``_chaos.py``) applies it to each copy of a match in a load test.
 """
 
 from __future__ import annotations

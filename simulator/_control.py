@@ -13,8 +13,12 @@ deadline plus the difference of their wall offsets at the current speed. So:
 - **seek** asks the replay loop to start a new run at an event: the loop publishes the state
   before it and re-anchors there, now.
 
-Pure: no asyncio and no I/O. The replayer (simulator/_replay.py) reads it before each event and
+Pure: no asyncio and no I/O. A run's loop (simulator/_run.py) reads it before each event and
 wakes on changes; tests drive it with plain numbers.
+
+Named control for what moves it: a control command (its wire form is events/_control.py,
+the sender matchcast/app/control.py, the command matchcast/cli/control.py) is applied here by
+:func:`apply_command`, to the :class:`Playhead` of each match.
 """
 
 from __future__ import annotations

@@ -16,19 +16,15 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Self, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from events import (
-    MAX_PROBLEMS,
-    MESSAGE_LIMIT,
     PERIOD_BOUNDS,
     BodyPart,
     Card,
@@ -54,10 +50,10 @@ from events import (
     VarDecision,
     VarReview,
     VarReviewed,
-    clip,
     quote,
 )
 from simulator._files import MATCH_FILE, Positions, load_input, parse_yaml, read_input
+from simulator._problems import _problems
 from simulator._shootout import decided_at
 
 __all__ = [
@@ -67,7 +63,6 @@ __all__ = [
     "CornerIncident",
     "DisallowedIncident",
     "Expansion",
-    "Feed",
     "FoulIncident",
     "GoalDisallowedIncident",
     "GoalIncident",
@@ -87,8 +82,6 @@ __all__ = [
     "Team",
     "VarReviewIncident",
     "Venue",
-    "in_feed",
-    "lean_match",
     "load_match",
     "parse_match",
 ]
@@ -731,89 +724,6 @@ class Match(_Spec):
     def period_bounds(self) -> dict[Period, tuple[int, int]]:
         """Regulation minutes of each period played."""
         return {p.period: PERIOD_BOUNDS[p.period] for p in self.periods}
-
-
-class Feed(StrEnum):
-    """Which events a replay sends (``--feed``): ``full``, every event of wire 1.4 (shots,
-    saves, corners, fouls, offsides, penalties awarded, as far as the match has them), or
-    ``lean``, the events of wire 1.3."""
-
-    full = "full"
-    lean = "lean"
-
-
-def in_feed(match: Match, feed: Feed | str) -> Match:
-    """``match`` as ``feed`` carries it: itself for the full feed, :func:`lean_match` for the
-    lean one."""
-    return lean_match(match) if Feed(feed) is Feed.lean else match
-
-
-def lean_match(match: Match) -> Match:
-    """``match`` as the lean feed carries it (``--feed lean``): the events of wire 1.3, no
-    shots, saves, corners, fouls, offsides or penalties awarded, no ``shot`` on a goal and no
-    ``foul`` on a card. The score, the cards and the rest of the match are unchanged."""
-    timeline: list[Incident] = []
-    for inc in match.timeline:
-        if inc.full_feed:
-            continue
-        if isinstance(inc, GoalIncident):
-            timeline.append(inc.model_copy(update={"shot": None}))
-        elif isinstance(inc, CardIncident):
-            timeline.append(inc.model_copy(update={"foul": None}))
-        else:
-            timeline.append(inc)
-    return match.model_copy(update={"timeline": tuple(timeline)})
-
-
-def _where(loc: tuple[str | int, ...], positions: Positions | None) -> str:
-    """`` (line L, column C)`` of the value at ``loc``, or of the nearest value around it
-    that the file has (a missing field: its mapping); empty without positions."""
-    if not positions:
-        return ""
-    at: tuple[str | int, ...] = ()
-    for part in loc:  # a union's member name in ``loc`` is no key of the file: skipped
-        if (*at, part) in positions:
-            at = (*at, part)
-    if not at:  # the top level: its line says nothing
-        return ""
-    line, column = positions[at]
-    return f" (line {line}, column {column})"
-
-
-#: A whole-file rule's problem that names its field first: ``timeline.0.team: ...``.
-_NAMED = re.compile(r"([A-Za-z_][\w]*(?:\.\w+)*): ")
-
-
-def _locate(problem: str, positions: Positions | None) -> str:
-    """A whole-file rule's ``problem``, with the line and column of the field it names."""
-    named = _NAMED.match(problem)
-    if named is None:
-        return problem
-    loc = tuple(int(p) if p.isdigit() else p for p in named[1].split("."))
-    return f"{named[1]}{_where(loc, positions)}: {problem[named.end() :]}"
-
-
-def _problems(err: ValidationError, positions: Positions | None = None) -> list[str]:
-    """One line per problem, each quoted input cut (:func:`events.quote`), at most
-    :data:`MAX_PROBLEMS` of them and how many more; each with its line and column in the
-    file where ``positions`` says."""
-    out = []
-    for e in err.errors(include_url=False):
-        loc = ".".join(clip(str(p)) for p in e["loc"]) or "(file)"
-        if loc != "(file)":
-            loc += _where(tuple(e["loc"]), positions)
-        msg = clip(e["msg"].removeprefix("Value error, "), MESSAGE_LIMIT)
-        if e["type"] == "value_error":
-            out += [
-                f"{loc}: {m}" if loc != "(file)" else _locate(m, positions) for m in msg.split("; ")
-            ]
-        else:
-            got = e.get("input")
-            shown = "" if isinstance(got, dict | list) or got is None else f" (got {quote(got)})"
-            out.append(f"{loc}: {msg}{shown}")
-    if len(out) > MAX_PROBLEMS:
-        out[MAX_PROBLEMS:] = [f"and {len(out) - MAX_PROBLEMS} more problems"]
-    return out
 
 
 def parse_match(

@@ -23,12 +23,17 @@ A running replay can be controlled (:meth:`Replayer.control`): each match has a
 :class:`~simulator._control.Playhead` that pause, resume and speed change re-base, and a seek
 starts a new run of the match at the target minute (its state first, then the events from
 there), so consumers resynchronise from the new run's snapshot. See docs/control.md.
+
+This module holds the :class:`Replayer`, its options and report, and what it does around a
+run: prepare it, announce it, reconnect, say it stopped. A run's publishing loop (its
+schedule, pauses and seeks) is simulator/_run.py; a replay under chaos is sent by
+simulator/_chaos_sender.py; the properties both put on their messages are in
+simulator/_sending.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import datetime as dt
 import time
 from collections.abc import Callable, Sequence
@@ -38,14 +43,12 @@ from typing import Literal, Protocol
 import structlog
 
 from events import (
-    CONTENT_TYPE,
     BrokerError,
     ControlCommand,
     Event,
     MatchClock,
     MatchPlayback,
     MatchState,
-    MessageProps,
     PlaybackState,
     Publisher,
     Reconnectable,
@@ -58,11 +61,14 @@ from events import (
     in_range,
     topic_spec,
 )
-from simulator._chaos import Emission, Fault, apply_chaos
+from simulator._chaos import Fault
+from simulator._chaos_sender import _Chaos
 from simulator._chaos_spec import ChaosSpec
 from simulator._control import Playhead, apply_command
 from simulator._matchfile import Match
 from simulator._recording import Recording
+from simulator._run import _landing, _Run, new_run
+from simulator._sending import _event_props, _first, _state_props
 from simulator._states import ReplayStates
 from simulator._timeline import Scheduled, expand, state_before
 
@@ -98,17 +104,6 @@ STOP_TIMEOUT_S = 2.0
 QUICK_LOSS_S = 10.0
 QUICK_LOSS_WAIT_S = 0.1
 QUICK_LOSS_WAIT_MAX_S = 5.0
-
-_last_run = 0
-
-
-def new_run(now: dt.datetime) -> int:
-    """The id of a run starting at ``now``: ms since the Unix epoch, and larger than every
-    run this process made before (two runs in one millisecond still differ)."""
-    global _last_run  # noqa: PLW0603 - one counter per process, by design
-    run = max(int(now.timestamp() * 1000), _last_run + 1)
-    _last_run = run
-    return run
 
 
 class Clock(Protocol):
@@ -598,460 +593,6 @@ class Replayer:
         log.info("replay.stopped", reason=reason, seq=event.seq, clock=event.clock.label)
 
 
-def _landing(
-    states: Sequence[MatchState], events: Sequence[Event], index: int, initial: MatchState
-) -> MatchState:
-    """The state a start at event ``index`` publishes first (``--from``, a seek): the state
-    before that event, on the clock of the minute it lands on (``seek 80`` shows 80', not the
-    79' of the event before)."""
-    if not index:
-        return initial
-    state = states[index - 1]
-    if index < len(events) and state.status == "live":
-        return state.model_copy(update={"clock": events[index].clock})
-    return state
-
-
-class _Run:
-    """One replay's publishing loop, restartable from any event after a reconnect."""
-
-    def __init__(
-        self,
-        replayer: Replayer,
-        initial: MatchState,
-        events: list[Event],
-        states: ReplayStates,
-        plain_states: ReplayStates,
-        playhead: Playhead,
-        t0: float,
-        wall0: dt.datetime,
-        report: ReplayReport,
-        log: structlog.typing.FilteringBoundLogger,
-    ) -> None:
-        self.pub = replayer.publisher
-        self.options = replayer.options
-        self.clock = replayer.clock
-        self.wall_now = replayer.wall_now
-        self.shared_window = replayer.window
-        self.events = events
-        self.states = states
-        self.plain_states = plain_states  # without a run: a seek stamps its new run on them
-        self.initial = initial
-        self.playhead = playhead
-        #: Set by :meth:`Replayer.control` after a change, to wake the loop's wait.
-        self.wake = asyncio.Event()
-        self._sleep: asyncio.Timeout | None = None  # the wait a change interrupts
-        self.begin = playhead.next_index
-        self.finished = False
-        self.stopped_early = False
-        self.t0 = t0
-        self.wall0 = wall0
-        self.report = report
-        self.log = log
-        self.unacked: dict[int, int] = {}  # seq -> messages of it not yet acknowledged
-        self.sends: set[asyncio.Task[None]] = set()
-        self.next_index = 0
-        self.sent_index: list[int] = []  # indices published, in order (first time only)
-        self.sent_at: list[float] = []  # and when, on the monotonic clock
-        self.high_water = 0  # one past the last index ever published
-        #: When each event was first emitted: a resent event (after a failover) keeps it, so
-        #: a consumer that already has it sees a duplicate, not a new run of the match.
-        self.emitted: dict[int, dt.datetime] = {}
-
-    def first_unacked(self) -> int:
-        """Index of the first event not fully acknowledged."""
-        return min(self.unacked) - 1 if self.unacked else self.next_index
-
-    def resume_index(self, window_s: float) -> int:
-        """Where a reconnected replay starts: the first event published in the last
-        ``window_s`` seconds, or the first not acknowledged if that is earlier."""
-        first = self.first_unacked()
-        at = bisect.bisect_left(self.sent_at, self.clock.now() - window_s)
-        if at < len(self.sent_index):
-            first = min(first, self.sent_index[at])
-        return first
-
-    def playback(self) -> MatchPlayback:
-        """Where this match is, for the status and the replies (after a seek the loop has
-        not taken yet: where it goes)."""
-        ph = self.playhead
-        sent = (ph.seek_to if ph.seek_to is not None else self.next_index) - 1
-        event = self.events[sent] if 0 <= sent < len(self.events) else None
-        clock = event.clock if event is not None else None
-        # A seek (or --from) lands at its minute: until the run's first event is out, the
-        # clock is that event's, not the one before it.
-        landing = ph.seek_to if ph.seek_to is not None else self.next_index
-        if (ph.seek_to is not None or landing == self.begin) and 0 < landing < len(self.events):
-            clock = self.events[landing].clock
-        return MatchPlayback(
-            match_id=self.report.match_id,
-            state=ph.state,
-            speed="max" if ph.speed is None else ph.speed,
-            clock=clock,
-            run=self.report.run,
-            last_seq=event.seq if event is not None else 0,
-            since=ph.since,
-        )
-
-    def interrupt(self) -> None:
-        """A control change: wake the loop's wait now (called from another task)."""
-        self.wake.set()
-        if self._sleep is not None:
-            self._sleep.reschedule(asyncio.get_running_loop().time())
-
-    async def _wait(self, deadline: float | None) -> bool:
-        """Wait for ``deadline`` (None: until a control change); True if it came with no
-        change. The wait runs in this task, in a timeout a change moves to now: no task per
-        event, so the schedule's lateness stays what the clock gives."""
-        version = self.playhead.version
-        try:
-            async with asyncio.timeout(None) as self._sleep:
-                if deadline is None:
-                    await self.wake.wait()
-                else:
-                    await self.clock.sleep_until(deadline)
-        except TimeoutError:
-            return False  # interrupted by a change
-        finally:
-            self._sleep = None
-        return deadline is not None and self.playhead.version == version
-
-    async def _turn(
-        self, index: int, window_of: Callable[[], asyncio.Semaphore], tg: asyncio.TaskGroup
-    ) -> int | None:
-        """The index of the event to publish now, after waiting for its turn; None to stop.
-
-        A pause waits here, holding the schedule; a seek starts a new run and moves the index.
-        """
-        ph = self.playhead
-        while True:
-            self.wake.clear()
-            ph.next_index = index
-            if ph.state == "stopped":
-                return None
-            target = ph.take_seek(self.clock.now())
-            if target is not None:
-                index = await self._seek(target, window_of(), tg)
-                continue
-            if ph.state == "paused":
-                await self._wait(None)
-                continue
-            if ph.speed is None:
-                return index
-            if await self._wait(ph.deadline(index)):
-                return index
-
-    async def _seek(self, index: int, window: asyncio.Semaphore, tg: asyncio.TaskGroup) -> int:
-        """Start a new run at event ``index``: its state goes out before any of its events."""
-        report = self.report
-        old = report.run
-        report.run = new_run(self.wall_now())
-        self.states = self.plain_states.with_run(report.run)  # computed as reached
-        self.initial = self.initial.model_copy(update={"run": report.run})
-        state = _landing(self.states, self.events, index, self.initial)
-        self.begin = index
-        self.high_water = index
-        self.sent_index.clear()
-        self.sent_at.clear()
-        self.emitted.clear()
-        self.unacked.clear()
-        self.next_index = index
-        report.final_state = state
-        topic = self.options.topics.state(report.match_id)
-        await window.acquire()
-        self._spawn(tg, window, None, topic, encode_state(state), True, _state_props(state))
-        self.log = self.log.bind(run=report.run)
-        self.log.info(
-            "replay.sought",
-            old_run=old,
-            clock=self.events[index].clock.label if index < len(self.events) else "end",
-            from_seq=index + 1,
-            score=state.scoreline,
-        )
-        return index
-
-    def _spawn(
-        self,
-        tg: asyncio.TaskGroup,
-        window: asyncio.Semaphore,
-        seq: int | None,
-        topic: str,
-        payload: bytes,
-        retain: bool,
-        props: MessageProps,
-    ) -> asyncio.Task[None]:
-        """Publish in a task of ``tg`` (the caller acquired ``window``); ``seq`` None for a
-        message that is no event's (a seek's state), not tracked for a resume."""
-        if seq is not None:
-            self.unacked[seq] = self.unacked.get(seq, 0) + 1
-        send = tg.create_task(
-            self._send(window, self.report.run, seq, topic, payload, retain, props)
-        )
-        self.sends.add(send)
-        send.add_done_callback(self.sends.discard)
-        return send
-
-    async def publish_from(self, index: int) -> None:
-        opts = self.options
-        pub = self.pub
-        report = self.report
-        match_id = report.match_id
-        events_topic, state_topic = opts.topics.events(match_id), opts.topics.state(match_id)
-        ph = self.playhead
-        # Timed: each match waits for its own event and state, so matches keep their schedules.
-        timed = asyncio.Semaphore(2)
-
-        def window_of() -> asyncio.Semaphore:
-            return self.shared_window if ph.speed is None else timed
-
-        self.sends = set()
-        self.unacked.clear()
-        async with asyncio.TaskGroup() as tg:
-            watcher = tg.create_task(pub.wait_lost()) if isinstance(pub, Reconnectable) else None
-            i = index
-            while True:
-                turn = await self._turn(i, window_of, tg) if i < len(self.events) else None
-                if turn is None:
-                    if ph.state == "stopped" and self.next_index < len(self.events):
-                        self.stopped_early = True
-                    break
-                i = turn
-                deadline = ph.deadline(i)
-                late = self.clock.now() - deadline if ph.speed is not None else 0.0
-                event = self.events[i].model_copy(
-                    update={
-                        "run": report.run,
-                        "emitted_at": self.emitted.setdefault(i, self.wall_now()),
-                        "scheduled_at": self.wall0 + dt.timedelta(seconds=deadline - self.t0),
-                    }
-                )
-                state = self.states[i]
-                resent = i < self.high_water
-                self.next_index = i + 1
-                # One task per message, created in order: tasks start in creation order, so
-                # event N, state N, event N+1, ... reach the wire in that order even with many
-                # in flight, and the window bounds the messages awaiting acknowledgement.
-                window = window_of()
-                for topic, payload, retain, props in (
-                    (events_topic, encode_event(event), False, _event_props(self.options, event)),
-                    (state_topic, encode_state(state), True, _state_props(state)),
-                ):
-                    await window.acquire()
-                    self._spawn(tg, window, event.seq, topic, payload, retain, props)
-                i += 1
-                if resent:
-                    report.resent += 1
-                    continue
-                self.high_water = i
-                self.sent_index.append(i - 1)
-                self.sent_at.append(self.clock.now())
-                report.lateness_s.append(late)
-                report.published += 1
-                report.first_seq = report.first_seq or event.seq
-                report.last_seq = event.seq
-                report.final_state = state
-                self.log.debug(
-                    "event.scheduled", seq=event.seq, type=event.type, clock=event.clock.label
-                )
-                if event.type in ("goal", "full_time", "period_end", "kick_off"):
-                    self.log.info(
-                        "event.published",
-                        seq=event.seq,
-                        type=event.type,
-                        clock=event.clock.label,
-                        score=state.scoreline,
-                    )
-            if self.sends:  # every message of this match acknowledged
-                await asyncio.wait(self.sends)
-            if watcher is not None:
-                watcher.cancel()
-
-    async def _send(
-        self,
-        window: asyncio.Semaphore,
-        run: int,
-        seq: int | None,
-        topic: str,
-        payload: bytes,
-        retain: bool,
-        props: MessageProps,
-    ) -> None:
-        try:
-            await self.pub.publish(topic, payload, qos=self.options.qos, retain=retain, props=props)
-        finally:
-            window.release()
-        if seq is None or run != self.report.run or seq not in self.unacked:
-            return  # a seek's state, or a message of a run a seek ended
-        left = self.unacked[seq] - 1
-        if left:
-            self.unacked[seq] = left
-        else:
-            del self.unacked[seq]
-
-
-class _Chaos:
-    """A replay under chaos: sends what :func:`~simulator._chaos.apply_chaos` says, on time.
-
-    Each message goes out at its own due time (at maximum speed only delayed and held ones
-    wait). After a lost connection, as a clean replay does, it reconnects, republishes the
-    retained state and resumes at the first message the broker had not acknowledged.
-    """
-
-    def __init__(
-        self, replayer: Replayer, log: structlog.typing.FilteringBoundLogger, report: ReplayReport
-    ) -> None:
-        self.replayer = replayer
-        self.log = log
-        self.report = report
-        self.unacked: set[int] = set()  # indices of messages awaiting acknowledgement
-        self.next_index = 0
-        # A duplicate is the very payload sent before, as a QoS 1 redelivery is.
-        self.sent: dict[tuple[int, int], tuple[str, bytes, MessageProps]] = {}
-
-    async def run(self, events: list[Event], offsets: list[float], initial: MatchState) -> None:
-        replayer, report = self.replayer, self.report
-        opts = replayer.options
-        assert opts.chaos is not None
-        wall0 = replayer.wall_now()
-        run_id = report.run  # this replay's run (new_run); a restart's is larger
-        start = initial.model_copy(update={"run": run_id})
-        stream = apply_chaos(
-            events, offsets, start, opts.chaos, seed=opts.seed, key=report.match_id, run=run_id
-        )
-        report.faults = stream.faults
-        report.truth = stream.truth
-        self.log.info(
-            "replay.started",
-            events=len(events),
-            speed=opts.speed or "max",
-            chaos=str(opts.chaos),
-            seed=opts.seed,
-            faults=len(stream.faults),
-            run=run_id,
-        )
-        if initial.last_seq > 0:  # a start mid-match: say the score first
-            await self._publish_state(start)
-        clock = replayer.clock
-        t0 = clock.now()
-        index = 0
-        pub = replayer.publisher
-        while True:
-            try:
-                await self._send_from(index, stream.emissions, t0, wall0)
-                break
-            except ExceptionGroup as group:
-                lost, rest = group.split(BrokerError)
-                if rest is not None or lost is None or not isinstance(pub, Reconnectable):
-                    raise
-                reason = _first(lost)
-            self.log.warning("replay.connection_lost", reason=reason, last_seq=report.last_seq)
-            await pub.reconnect()
-            report.reconnects += 1
-            index = min(self.unacked) if self.unacked else self.next_index
-            retained = [e.state for e in stream.emissions[:index] if e.retain and e.state]
-            await self._publish_state(retained[-1] if retained else start)
-            self.log.info("replay.resuming", from_message=index)
-        report.duration_s = clock.now() - t0
-        report.final_state = stream.truth
-        self.log.info(
-            "replay.finished",
-            published=report.published,
-            faults=len(stream.faults),
-            reconnects=report.reconnects,
-            duration_s=round(report.duration_s, 3),
-            score=stream.truth.scoreline,
-        )
-
-    async def _publish_state(self, state: MatchState) -> None:
-        opts = self.replayer.options
-        await self.replayer.publisher.publish(
-            opts.topics.state(state.match_id),
-            encode_state(state),
-            qos=opts.qos,
-            retain=True,
-            props=_state_props(state),
-        )
-
-    async def _send_from(
-        self, index: int, emissions: tuple[Emission, ...], t0: float, wall0: dt.datetime
-    ) -> None:
-        replayer, report = self.replayer, self.report
-        opts, clock, pub = replayer.options, replayer.clock, replayer.publisher
-        events_topic = opts.topics.events(report.match_id)
-        state_topic = opts.topics.state(report.match_id)
-        window = replayer.window if opts.speed is None else asyncio.Semaphore(2)
-        sends: set[asyncio.Task[None]] = set()
-        self.unacked.clear()
-        async with asyncio.TaskGroup() as tg:
-            watcher = tg.create_task(pub.wait_lost()) if isinstance(pub, Reconnectable) else None
-            for i in range(index, len(emissions)):
-                emission = emissions[i]
-                deadline = t0 + emission.due
-                if opts.speed is not None or emission.due > 0:
-                    await clock.sleep_until(deadline)
-                key = (emission.run, emission.seq)
-                if emission.event is not None and key in self.sent:
-                    topic, payload, props = self.sent[key]
-                else:
-                    topic, payload, props = self._message(
-                        emission, events_topic, state_topic, wall0
-                    )
-                    if emission.event is not None:
-                        self.sent[key] = (topic, payload, props)
-                await window.acquire()
-                self.unacked.add(i)
-                self.next_index = i + 1
-                send = tg.create_task(self._send(window, i, topic, payload, emission.retain, props))
-                sends.add(send)
-                send.add_done_callback(sends.discard)
-                if emission.event is not None:
-                    report.published += 1
-                    report.lateness_s.append(clock.now() - deadline if opts.speed else 0.0)
-                    report.first_seq = report.first_seq or emission.event.seq
-                    report.last_seq = emission.event.seq
-            if sends:
-                await asyncio.wait(sends)
-            if watcher is not None:
-                watcher.cancel()
-
-    def _message(
-        self, emission: Emission, events_topic: str, state_topic: str, wall0: dt.datetime
-    ) -> tuple[str, bytes, MessageProps]:
-        replayer = self.replayer
-        if emission.event is not None:
-            event = emission.event.model_copy(
-                update={
-                    "emitted_at": replayer.wall_now(),
-                    "scheduled_at": wall0 + dt.timedelta(seconds=emission.scheduled),
-                }
-            )
-            return events_topic, encode_event(event), _event_props(replayer.options, event)
-        assert emission.state is not None
-        return state_topic, encode_state(emission.state), _state_props(emission.state)
-
-    async def _send(
-        self,
-        window: asyncio.Semaphore,
-        index: int,
-        topic: str,
-        payload: bytes,
-        retain: bool,
-        props: MessageProps,
-    ) -> None:
-        try:
-            await self.replayer.publisher.publish(
-                topic, payload, qos=self.replayer.options.qos, retain=retain, props=props
-            )
-        finally:
-            window.release()
-        self.unacked.discard(index)
-
-
-async def _reconnect(publisher: Publisher) -> None:
-    assert isinstance(publisher, Reconnectable)  # checked where the loss was caught
-    await publisher.reconnect()
-
-
 def _reconnectable(err: BrokerError, publisher: Publisher) -> str:
     """The reason of ``err`` when ``publisher`` can reconnect; otherwise ``err`` is raised."""
     if not isinstance(publisher, Reconnectable):
@@ -1064,22 +605,3 @@ def _reason(err: BaseException) -> str:
     while isinstance(err, BaseExceptionGroup):
         err = err.exceptions[0]
     return f"{type(err).__name__}: {err}"[:200]
-
-
-def _first(group: BaseExceptionGroup[BrokerError]) -> str:
-    exc: BaseException = group
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return str(exc)
-
-
-def _event_props(options: ReplayOptions, event: Event) -> MessageProps:
-    return MessageProps(
-        content_type=CONTENT_TYPE,
-        message_expiry=options.event_expiry,
-        user=(("seq", str(event.seq)), ("type", event.type)),
-    )
-
-
-def _state_props(state: MatchState) -> MessageProps:
-    return MessageProps(content_type=CONTENT_TYPE, user=(("seq", str(state.last_seq)),))

@@ -29,7 +29,7 @@ from events import (
     ShootoutKick,
     apply,
 )
-from simulator._matchfile import Expansion, Incident, Match
+from simulator._matchfile import Expansion, Incident, Match, ShootoutKickSpec
 
 __all__ = ["Scheduled", "expand", "state_before"]
 
@@ -151,17 +151,7 @@ def _generate(match: Match) -> Iterator[Scheduled]:
         final_clock = MatchClock(period=Period.PENALTIES, minute=120)
         for kick in match.shootout:
             shootout[kick.team] += kick.scored
-            yield Scheduled(
-                play_s,
-                breaks,
-                ShootoutKick(
-                    **common(final_clock, play_s),
-                    team=kick.team,
-                    taker=kick.taker,
-                    scored=kick.scored,
-                    shootout=dict(shootout),
-                ),
-            )
+            yield Scheduled(play_s, breaks, _kick(kick, common(final_clock, play_s), shootout))
             play_s += SHOOTOUT_KICK_SECONDS
     yield Scheduled(
         play_s,
@@ -172,6 +162,19 @@ def _generate(match: Match) -> Iterator[Scheduled]:
             shootout=shootout,
             winner=match.winner,
         ),
+    )
+
+
+def _kick(
+    kick: ShootoutKickSpec, envelope: dict[str, object], shootout: dict[str, int]
+) -> ShootoutKick:
+    """One kick of the shoot-out, with the shoot-out's score after it."""
+    return ShootoutKick(
+        **envelope,
+        team=kick.team,
+        taker=kick.taker,
+        scored=kick.scored,
+        shootout=dict(shootout),
     )
 
 

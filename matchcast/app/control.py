@@ -5,6 +5,10 @@ Used by ``matchcast control`` (:mod:`matchcast.cli.control`) and the web page's 
 ``{root}/replayers/+/status``: with one online, it need not be named; with several, the error
 lists them. Every failure is a :class:`ControlError` a person can act on: no (such) replayer,
 a minute past the match's end, a command the broker refused, no answer. See docs/control.md.
+
+The sender's side of control: the wire form is events/_control.py, what the replayer does with
+a command simulator/_control.py (and matchcast/app/replay.py's ``ControlService``, which
+answers it), the command line matchcast/cli/control.py.
 """
 
 from __future__ import annotations

@@ -2,6 +2,10 @@
 
 Sends one command (:func:`matchcast.app.control.send_command`), waits for the reply and prints the
 replayer's new state in one line, or one clear error and a non-zero exit. See docs/control.md.
+
+The command line's side of control: the other modules named control are the wire form
+(events/_control.py), the replayer's playhead (simulator/_control.py) and the sender this
+command calls (matchcast/app/control.py).
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from events import (
     BaseEvent,
     ControlCommand,
     ControlReply,
+    Event,
     EventAdapter,
     MatchState,
     TopicKind,
@@ -187,24 +188,7 @@ def _summary(doc: str | None) -> str:
 def _messages() -> dict[str, Any]:
     messages: dict[str, Any] = {}
     for event in example_events():
-        model = type(event)
-        payload = json.loads(encode_event(event))
-        headers = {"seq": str(event.seq), "type": event.type}
-        messages[event.type] = {
-            "name": event.type,
-            "title": model.__name__,
-            "summary": _summary(model.__doc__),
-            "contentType": CONTENT_TYPE,
-            "headers": _user_properties(
-                {
-                    "seq": _seq_header(),
-                    "type": {"type": "string", "const": event.type, "description": "`type`"},
-                }
-            ),
-            "payload": {"$ref": _SCHEMAS + event.type},
-            "bindings": _mqtt_message_binding(),
-            "examples": [{"name": f"{event.type}-example", "headers": headers, "payload": payload}],
-        }
+        messages[event.type] = _event_message(event)
     state = example_state()
     messages["state"] = {
         "name": "state",
@@ -268,6 +252,28 @@ def _messages() -> dict[str, Any]:
         "bindings": _mqtt_message_binding(),
     }
     return messages
+
+
+def _event_message(event: Event) -> dict[str, Any]:
+    """The message of one event type, with ``event`` as its example."""
+    model = type(event)
+    payload = json.loads(encode_event(event))
+    headers = {"seq": str(event.seq), "type": event.type}
+    return {
+        "name": event.type,
+        "title": model.__name__,
+        "summary": _summary(model.__doc__),
+        "contentType": CONTENT_TYPE,
+        "headers": _user_properties(
+            {
+                "seq": _seq_header(),
+                "type": {"type": "string", "const": event.type, "description": "`type`"},
+            }
+        ),
+        "payload": {"$ref": _SCHEMAS + event.type},
+        "bindings": _mqtt_message_binding(),
+        "examples": [{"name": f"{event.type}-example", "headers": headers, "payload": payload}],
+    }
 
 
 def _model_message(name: str, model: type, examples: list[dict[str, Any]]) -> dict[str, Any]:

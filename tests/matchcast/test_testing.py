@@ -124,3 +124,33 @@ async def test_play_continues_the_publishers_state_across_calls() -> None:
     assert h.state().home is not None
     assert h.state() == h.runner.states[EVENTS[0].match_id]
     assert h.state().goals[0].scorer == "Anthony Gordon"
+
+
+@pytest.mark.mosquitto
+def test_a_mosquitto_that_will_not_start_says_why_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process ended: its own words come back as a RuntimeError, at once, not after the
+    port's timeout; one that lives on but never listens is ended and reported too."""
+    binary = testing.mosquitto_binary()
+    assert binary is not None
+
+    def no_port(host: str, port: int, timeout: float = 10.0, **kwargs: object) -> None:
+        raise TimeoutError(f"nothing listens on {host}:{port}")
+
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+    broker = testing.Mosquitto(binary, extra=["bogus_option 1"], workdir=tmp_path / "first")
+    with pytest.raises(RuntimeError, match=r"mosquitto did not start.*bogus_option"):
+        broker.start()
+    assert broker.proc is not None
+    assert broker.proc.poll() is not None
+    broker.close()
+    # a broker that never listens, while its process lives on, is ended and says so too
+    monkeypatch.setattr("matchcast.testbroker.wait_port", no_port)
+    broker = testing.Mosquitto(binary, workdir=tmp_path / "second")
+    with pytest.raises(RuntimeError, match="mosquitto did not start"):
+        broker.start()
+    assert broker.proc is not None
+    assert broker.proc.poll() is not None
+    broker.close()
