@@ -33,7 +33,7 @@ from consumers import _deadletter, _plugins
 from matchcast import redact
 from matchcast.load import _checks, _merge, _stages
 from matchcast.web import _server
-from simulator import _matchfile, _schemes
+from simulator import _problems, _schemes
 from simulator.importers import openfootball
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,7 +115,7 @@ CASES: dict[str, Case] = {
     "sim spec": Case(_schemes._SIM.pattern, _re(_schemes._SIM.pattern, "match"), ("1-2:AB-",)),
     "generated team code": Case(r"[A-Z0-9]{2,5}", _re(r"[A-Z0-9]{2,5}", "fullmatch")),
     "match day": Case(r"\d{4}-\d{2}-\d{2}", _re(r"\d{4}-\d{2}-\d{2}", "fullmatch")),
-    "match file error field": _compiled(_matchfile._NAMED, "match"),
+    "match file error field": _compiled(_problems._NAMED, "match"),
     "match pair": Case(
         r"[a-z0-9]{2,5}-[a-z0-9]{2,5}", _re(r"[a-z0-9]{2,5}-[a-z0-9]{2,5}", "fullmatch")
     ),
