@@ -14,8 +14,9 @@ Two kinds of thing live here:
   looks its type up here; a type with no function is silent (a clock tick).
 
 Adding an event type's words: write ``@describes("corner") def _corner(e: Corner, state) ->
-Said`` below, using the facts above (or adding one), and a case in ``tests/test_facts.py``.
-Nothing else changes: the terminal ticker, the page and the stats read it from here.
+Said`` below, using the facts above (or adding one); ``tests/test_facts.py`` checks that every
+type but the silent ones has words here, and a test of the type's own shows its line. Nothing
+else changes: the terminal ticker, the page and the stats read it from here.
 
 Pure: no I/O, and nothing of ``events._models`` at run time (the models import this module).
 """

@@ -72,7 +72,9 @@ async def test_the_replayer_survives_a_broker_kill_and_every_seq_arrives(topics:
             await asyncio.sleep(1.2)  # the session is saved
             options = ReplayOptions(speed=600, start=MatchClock.at(50), topics=topics)
             replay = asyncio.create_task(run_replay([SEMI], url, options, replayer_id="k"))
-            while not any(e.seq > 70 for e in got):
+            # Killed mid-replay: well after its first event (the full feed from 50' starts at
+            # seq 87), well before full time.
+            while not any(e.seq > LAST_SEQ - 60 for e in got):
                 await asyncio.sleep(0.02)
             broker.kill()
             await asyncio.sleep(0.5)

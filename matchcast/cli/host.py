@@ -166,7 +166,7 @@ COMMANDS: dict[str, CommandSpec] = {
     "load": CommandSpec(
         "matchcast.cli.load",
         "Drive many matches onto a broker and measure the delivery.",
-        "matchcast load --spawn-mosquitto --matches 50 --duration 5 --check 'p99 < 50ms' "
+        "matchcast load --spawn-mosquitto --matches 50 --duration 5 --check 'p99 < 250ms' "
         "--check 'lost == 0' --report r.json",
         _LOAD,
         needs="with mosquitto installed",
