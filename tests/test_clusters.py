@@ -310,8 +310,8 @@ async def _joined_after_full_time(
     url: BrokerURL, topics: Topics, replayers: list[str], wait: float, match: str = "+"
 ) -> dict[str, MatchState]:
     """What a consumer joining ``url`` after full time knows within ``wait`` seconds."""
-    runner = Runner([Subscriber("late")], topics=topics, replayers=replayers)
-    watch = asyncio.create_task(run_watch(url, [], runner=runner, match_filter=match))
+    runner = Runner([Subscriber("late")], topics=topics, replayers=replayers, match_filter=match)
+    watch = asyncio.create_task(run_watch(url, [], runner=runner))
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(wait):
             while SEMI.match_id not in runner.states:
