@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -123,13 +124,29 @@ async def test_verify_state_catches_the_consumer_that_dropped_a_goal(
     assert metrics.summary()["handled"] >= k * len(TEMPLATE)
 
 
-def test_metrics_are_served_over_http() -> None:
+async def test_metrics_are_served_over_http_to_the_names_it_is_bound_to() -> None:
+    """load-consumer's /metrics has the guard of every matchcast HTTP server: a foreign Host
+    (DNS rebinding) gets 403."""
     metrics = RunnerMetrics()
     metrics.watch(Runner([]))
     port = free_port()
-    metrics.serve(port)
-    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    assert "matchcast_consumer_queue_depth 0.0" in body
+    server = await metrics.serve(port)
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+
+        def get(host: str) -> tuple[int, str]:
+            request = urllib.request.Request(url, headers={"Host": host})
+            try:
+                with urllib.request.urlopen(request, timeout=5) as resp:
+                    return resp.status, resp.read().decode()
+            except urllib.error.HTTPError as err:
+                return err.code, ""
+
+        status, body = await asyncio.to_thread(get, f"127.0.0.1:{port}")
+        assert status == 200 and "matchcast_consumer_queue_depth 0.0" in body
+        assert (await asyncio.to_thread(get, f"rebind.attacker.example:{port}"))[0] == 403
+    finally:
+        await server.cleanup()
 
 
 @pytest.mark.mosquitto

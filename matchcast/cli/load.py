@@ -682,22 +682,30 @@ def consume(
     if url is None:
         fail("matchcast load-consumer needs --broker URL (or $MATCHCAST_BROKER)", 2)
     metrics = RunnerMetrics()
-    if metrics_port is not None:
-        metrics.serve(metrics_port, metrics_addr)
     factory = make_factory(client, url, parse_protocol(protocol))
 
     async def go() -> None:
-        async with factory(f"mc-consume-{consumer_id}", "consumer") as conn:
-            await run_consumer(
-                conn,
-                topics,
-                consumer_id,
-                metrics=metrics,
-                report_state=report_state,
-                shared_group=shared_group,
-                qos=qos,
-                idle_exit_s=idle_exit,
-            )
+        server = None
+        if metrics_port is not None:
+            try:
+                server = await metrics.serve(metrics_port, metrics_addr)
+            except OSError as err:
+                fail(str(err), 1)
+        try:
+            async with factory(f"mc-consume-{consumer_id}", "consumer") as conn:
+                await run_consumer(
+                    conn,
+                    topics,
+                    consumer_id,
+                    metrics=metrics,
+                    report_state=report_state,
+                    shared_group=shared_group,
+                    qos=qos,
+                    idle_exit_s=idle_exit,
+                )
+        finally:
+            if server is not None:
+                await server.cleanup()
 
     run_command(go)
 

@@ -15,7 +15,14 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from aiohttp import web
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -92,9 +99,22 @@ class RunnerMetrics:
         self.runner = runner
         self.registry.register(_RunnerCollector(runner))
 
-    def serve(self, port: int, addr: str = "127.0.0.1") -> None:
-        """Serve ``/metrics`` on ``addr:port`` from a daemon thread."""
-        start_http_server(port, addr=addr, registry=self.registry)
+    async def serve(self, port: int, addr: str = "127.0.0.1") -> web.AppRunner:
+        """Serve ``/metrics`` on ``addr:port`` behind the guard of every matchcast HTTP server
+        (only the host names it is bound to, a head deadline, a connection cap); the caller
+        cleans the runner up. A port that is taken raises OSError naming ``--metrics-port``."""
+        from matchcast.load._dashboard import serve  # noqa: PLC0415 - aiohttp's stack, shared
+        from matchcast.web._guard import HttpGuard  # noqa: PLC0415
+
+        guard = HttpGuard(addr)
+
+        async def metrics(request: web.Request) -> web.Response:
+            body = generate_latest(self.registry)
+            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        app = web.Application(middlewares=guard.middlewares)
+        app.router.add_get("/metrics", metrics)
+        return await serve(app, guard, addr, port, "--metrics-port")
 
     def instrument(self, subscriber: Subscriber) -> Subscriber:
         """A copy of ``subscriber`` whose handlers are timed and counted."""
