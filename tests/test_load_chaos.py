@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -174,11 +175,16 @@ async def test_shards_under_chaos_merge_with_the_split_intact(
 ) -> None:
     # drain_idle_s: a subscriber idle that long is done; 1 s lost a late event to a busy
     # machine (counted lost, though the broker delivered it after the subscriber left).
+    # start_at: both shards send from one moment, as --shard runs are started, so each
+    # shard's probe is subscribed before the other's first event (on a busy machine one
+    # shard's sender started before the other's probe had subscribed).
+    start_at = time.time() + 1.0
+
     async def shard(i: int) -> LoadRun:
         shape = LoadShape(matches=1, qos=1, states=False, tag="s1", total_matches=2)
         opts = LoadOptions(shape=shape, topics=topics, subscribers=1, shard=(i, 2),
                            drain_idle_s=3, max_inflight=1, chaos=ChaosSpec.parse(SPEC),
-                           seed=5)  # fmt: skip
+                           seed=5, start_at=start_at)  # fmt: skip
         run = LoadRun(opts, [TEMPLATE], _factory(mosquitto_url))
         await run.run()
         return run

@@ -10,6 +10,7 @@ import matchcast.web
 from consumers import MAX_MATCHES
 from events import Event, MatchState, apply
 from matchcast.web import Client, Frame, Hub
+from matchcast.web._hub import RESUME_GRACE_S
 from simulator import expand, lean_match, resolve_matches
 
 #: The lean feed: the hub's frames, whatever the events; its seqs are pinned below.
@@ -32,6 +33,12 @@ STATES = _states(EVENTS)
 def _feed(hub: Hub, upto: int, start: int = 0) -> None:
     for event, state in zip(EVENTS[start:upto], STATES[start:upto], strict=True):
         hub.publish(event, state)
+
+
+def _a_browser_left(hub: Hub) -> None:
+    """A browser that followed the semi-final and whose stream just broke: the hub keeps the
+    match's frames for it to resume (for ``RESUME_GRACE_S``)."""
+    hub.disconnect(hub.connect(SEMI.match_id))
 
 
 def _queued(client: Client) -> list[Frame]:
@@ -89,7 +96,9 @@ async def test_update_carries_event_state_and_ticker_line() -> None:
 
 async def test_last_event_id_resumes_with_the_events_after_it() -> None:
     hub = Hub()
-    _feed(hub, 80)
+    _feed(hub, 1)
+    _a_browser_left(hub)
+    _feed(hub, 80, start=1)
     client = hub.connect(SEMI.match_id, last_event_id=70)
     assert _kinds(client.backlog)[1:] == [("update", s) for s in range(71, 81)]
     assert hub.stats.resumed == 1
@@ -237,6 +246,8 @@ async def test_a_new_run_is_not_resumed_among_the_old_runs_frames() -> None:
     frames after it, never the rest of the old run (its goals, its full time)."""
     events = [s.event for s in expand(SEMI)]
     hub = Hub()
+    _feed(hub, 1)
+    _a_browser_left(hub)
     for run in (1, 2):
         state = MatchState.new(SEMI.match_id, run=run)
         for original in events if run == 1 else events[:20]:
@@ -247,3 +258,22 @@ async def test_a_new_run_is_not_resumed_among_the_old_runs_frames() -> None:
     frames = [f for f in client.backlog if f.seq is not None]
     assert [f.seq for f in frames] == list(range(6, 21))
     assert all(b'"run":2' in f.data for f in frames)
+
+
+async def test_a_match_no_browser_follows_keeps_no_frames_and_a_resume_gets_the_snapshot() -> None:
+    """A flood of matches nobody watches costs each its state, not its frames; a browser that
+    asks to resume one gets the snapshot (never a resume across frames the hub did not keep).
+    Past the grace after the last browser left, the frames go too."""
+    now = [0.0]
+    hub = Hub(clock=lambda: now[0])
+    _feed(hub, 80)
+    channel = hub._channels[SEMI.match_id]
+    assert not channel.history
+    client = hub.connect(SEMI.match_id, last_event_id=70)
+    assert _kinds(client.backlog)[1:] == [("state", 80)]
+    hub.disconnect(client)
+    _feed(hub, 90, start=80)
+    assert channel.history is not None and len(channel.history) == 10  # for the one that left
+    now[0] += RESUME_GRACE_S + 1
+    _feed(hub, 91, start=90)
+    assert not channel.history

@@ -50,6 +50,11 @@ __all__ = ["Client", "Frame", "Hub", "HubStats", "MatchSummary"]
 _log = structlog.get_logger("matchcast.web")
 #: Points of the expected-goals timeline the hub keeps per match.
 XG_POINTS = 256
+#: Seconds a match's update frames are still kept after its last browser left: a browser whose
+#: stream broke resumes with ``Last-Event-ID`` within them. A match no browser follows keeps
+#: none (its state is enough for one that opens it), so a flood of matches nobody watches
+#: costs each match its state and list entry only.
+RESUME_GRACE_S = 60.0
 
 #: A summary of one match for the picker: what a ``matches`` frame lists.
 MatchSummary = dict[str, object]
@@ -159,14 +164,19 @@ class HubStats:
 
 @dataclass(slots=True)
 class _Channel:
+    """What the hub keeps of one match. ``history`` and ``xg`` are made when first needed: a
+    match nobody follows and with no shots (most of a flood of made-up ids) has neither, an
+    empty deque being about 600 bytes."""
+
     match_id: str
-    history: deque[Frame]
+    history: deque[Frame] | None = None
     state: MatchState | None = None
     clients: set[Client] = field(default_factory=set)
     replayer: Literal["online", "offline"] | None = None  # its replayer's last status
     #: The expected-goals timeline of the run so far (a point per shot the hub saw), sent to
     #: a browser that joins; bounded (a match has about 25 shots).
-    xg: deque[dict[str, object]] = field(default_factory=lambda: deque(maxlen=XG_POINTS))
+    xg: deque[dict[str, object]] | None = None
+    left_at: float | None = None  # when its last browser left (hub clock)
 
 
 class Hub:
@@ -221,12 +231,14 @@ class Hub:
         if channel.state is not None and channel.state.run != state.run:
             # A new run (a seek, a restarted replay): the old run's frames are another story,
             # and a browser resuming by seq must not be sent them.
-            channel.history.clear()
-            channel.xg.clear()
+            channel.history = None
+            channel.xg = None
         channel.state = state
         said = event.commentary(state)
         point = xg_point(event, state)
         if point is not None:
+            if channel.xg is None:
+                channel.xg = deque(maxlen=XG_POINTS)
             channel.xg.append(point)
         extras = {
             "view": page_view(state),
@@ -248,7 +260,14 @@ class Hub:
         if channel.replayer == "offline":  # events again: a replayer runs it
             channel.replayer = "online"
             self._fan_out(channel.clients, self._replayer_frame(event.match_id, "online"))
-        channel.history.append(frame)
+        if channel.clients or (
+            channel.left_at is not None and self.now() - channel.left_at < RESUME_GRACE_S
+        ):
+            if channel.history is None:
+                channel.history = deque(maxlen=self.history)
+            channel.history.append(frame)
+        else:  # nobody to resume: a hole in the history would make a resume skip events
+            channel.history = None
         self.stats.updates += 1
         self._fan_out(channel.clients, frame)
         self._note(state)
@@ -261,9 +280,9 @@ class Hub:
         """
         channel = self._channel(state.match_id, recent=True)
         if channel.state is not None and channel.state.run != state.run:
-            channel.xg.clear()  # another run's shots
+            channel.xg = None  # another run's shots
         channel.state = state
-        channel.history.clear()
+        channel.history = None
         self.stats.snapshots += 1
         self._fan_out(channel.clients, self._snapshot_frame(state))
         self._note(state)
@@ -325,6 +344,7 @@ class Hub:
         channel = self._channels.get(client.match_id or "")
         if channel is not None and not channel.clients:
             self._watched.pop(channel.match_id, None)
+            channel.left_at = self.now()
         if channel is not None and channel.state is None and not channel.clients:
             del self._channels[channel.match_id]
             if channel.replayer is not None:
@@ -343,7 +363,7 @@ class Hub:
         channel = self._channels.get(match_id)
         if channel is None:
             replayer = self._early_replayers.pop(match_id, None)
-            channel = _Channel(match_id, deque(maxlen=self.history), replayer=replayer)
+            channel = _Channel(match_id, replayer=replayer)
             self._channels[match_id] = channel
             if len(self._channels) > self.max_matches:
                 self._forget_oldest()
@@ -397,7 +417,7 @@ class Hub:
 
     def _snapshot_frame(self, state: MatchState) -> Frame:
         channel = self._channels.get(state.match_id)
-        xg = list(channel.xg) if channel is not None else []
+        xg = list(channel.xg) if channel is not None and channel.xg is not None else []
         view = json.dumps(page_view(state) | {"xg": xg}, ensure_ascii=False).encode()
         payload = b'{"state":' + encode_state(state) + b',"view":' + view + b"}"
         return Frame(sse("state", payload, state.last_seq), state.last_seq, self.now())
@@ -408,6 +428,10 @@ class Hub:
                 clients.discard(client)
                 self.stats.clients_connected -= 1
                 self.stats.clients_dropped += 1
+                if not clients and client.match_id is not None:  # it will resume: keep frames
+                    channel = self._channels.get(client.match_id)
+                    if channel is not None and not channel.clients:
+                        channel.left_at = self.now()
                 _log.warning(
                     "browser.dropped",
                     match_id=client.match_id,
