@@ -123,3 +123,21 @@ def test_quick_losses_double_the_wait_and_a_connection_that_lasted_resets_it() -
     assert losses.wait() == 0.1  # a failed attempt (no connection since) is a quick loss
     for _ in range(5000):  # no overflow however long it goes on
         assert losses.wait() <= 5.0
+
+
+def test_a_connection_that_delivered_before_it_died_waits_only_the_initial_wait() -> None:
+    """A broker killed every second (each connection delivered messages): the reader is back
+    after ``initial`` each time, not after a doubling wait that outlasts its gap repair; a
+    connection refused at once (no message through it) still doubles."""
+    now = [0.0]
+    losses = QuickLosses(initial=0.1, cap=5.0, stable=10.0, clock=lambda: now[0])
+    for _ in range(6):
+        losses.connected()
+        losses.progress = True  # a message came through
+        now[0] += 1.0
+        assert losses.wait() == 0.1
+    assert losses.wait() == 0.1  # then a failed attempt: quick, from the start again
+    assert losses.wait() == 0.2
+    losses.connected()
+    now[0] += 0.05  # refused at once, nothing delivered: the storm case
+    assert losses.wait() == 0.4

@@ -104,7 +104,7 @@ def test_a_worker_killed_mid_run_fails_its_shard_and_the_run_says_so(
     with (
         dask.config.set({"distributed.scheduler.allowed-failures": 0}),
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):

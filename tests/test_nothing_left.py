@@ -176,14 +176,6 @@ def test_a_command_stopped_by_a_signal_at_a_random_moment_leaves_no_process(
     assert _until(lambda: _group_gone(proc.pid)), f"{sig.name} at {moment:.2f} s"
 
 
-_HOLD = "MATCHCAST_TEST_HOLD_MOSQUITTO"
-
-
-@pytest.mark.skipif(not os.environ.get(_HOLD), reason="run by the test below only")
-def test_holds_the_session_mosquitto(mosquitto: Mosquitto) -> None:
-    time.sleep(60)
-
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_pytest_run_stopped_by_a_signal_leaves_no_broker(sig: signal.Signals) -> None:
     """A test run's session mosquitto: stopped and its folder removed when the run is ended
@@ -192,10 +184,9 @@ def test_a_pytest_run_stopped_by_a_signal_leaves_no_broker(sig: signal.Signals) 
         [
             sys.executable,
             *("-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"),
-            f"{__file__}::test_holds_the_session_mosquitto",
+            f"{Path(__file__).parent / '_held_run.py'}::test_holds_the_session_mosquitto",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, _HOLD: "1"},
     )
     _signal_its_broker_owner(proc, sig)

@@ -53,10 +53,13 @@ async def _kill_and_replay(
     runs: list[int] = []
     killed = 0
 
+    replaying = asyncio.Event()  # a replayer is live: what a kill loses, it sends again
+
     async def killer() -> None:
         nonlocal killed
         while killed < kills:
             await asyncio.sleep(every_s)
+            await replaying.wait()
             broker.kill()
             killed += 1
             await asyncio.sleep(0.1)
@@ -67,8 +70,14 @@ async def _kill_and_replay(
         # At least two runs, so exactly-once is held across a new run too (a replayer whose
         # connection keeps dying waits longer each time: the kills may all fall in one run).
         while killed < kills or len(runs) < 2:
+            replaying.set()
             (report,) = await run_replay([SEMI], url, options, replayer_id="sigkill")
+            replaying.clear()
             runs.append(report.run)
+            # No kill until the consumer has this run's end: once its replayer is gone, no
+            # one would send again what a kill took from the broker's queue.
+            while report.run not in ended:
+                await asyncio.sleep(0.05)
 
     async with asyncio.timeout(150):
         watch = asyncio.create_task(
@@ -90,7 +99,7 @@ async def _kill_and_replay(
             await asyncio.to_thread(broker.start)
             await runner.subscribed.wait()
         else:
-            await asyncio.sleep(1.2)  # the broker saved the session (autosave_interval 1)
+            await asyncio.sleep(2.5)  # the broker saved the session (autosave_interval 1)
         async with asyncio.TaskGroup() as tg:
             tg.create_task(killer())
             tg.create_task(replays())

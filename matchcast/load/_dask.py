@@ -333,7 +333,9 @@ async def run_on_dask(
                         threads_per_worker=1,
                         processes=True,
                         asynchronous=True,
-                        dashboard_address=None,
+                        # A free port on loopback: 8787, the default, may be taken by another
+                        # cluster (two runs at once), and its warning ends the start.
+                        dashboard_address="127.0.0.1:0",
                         silence_logs=40,
                     )
                 )

@@ -103,11 +103,15 @@ class QuickLosses:
         self._clock = clock
         #: Quick losses in a row.
         self.count = 0
+        #: A message came through the connection (set by its reader): its loss is a broker
+        #: going away, not a storm of connections refused at once.
+        self.progress = False
         self._up_since: float | None = None
 
     def connected(self) -> None:
         """A connection was made now."""
         self._up_since = self._clock()
+        self.progress = False
 
     def wait(self) -> float:
         """Seconds to wait before the next connection, the last one being lost now."""
@@ -115,6 +119,14 @@ class QuickLosses:
         if up_since is not None and self._clock() - up_since >= self.stable:
             self.count = 0
             return 0.0
+        if up_since is not None and self.progress:
+            # It delivered before it died (a broker killed and restarted): ``initial``, not
+            # the doubling, so a consumer is back before its gap is repaired from the
+            # snapshot; a broker that delivers one message a connection still gets at most
+            # one connection per ``initial``.
+            self.progress = False
+            self.count = 0
+            return float(self.initial)
         self.count += 1
         if self.initial * 2.0 ** min(self.count - 1, 64) >= self.cap:
             return float(self.cap)
@@ -165,6 +177,10 @@ class Attempts:
         """An attempt on ``urls[index]`` succeeded: the next loss starts after it."""
         self.current = index
         self.losses.connected()
+
+    def progressed(self) -> None:
+        """A message came through the current connection (see :class:`QuickLosses`)."""
+        self.losses.progress = True
 
     def loss_wait(self) -> float:
         """See :meth:`QuickLosses.wait`."""

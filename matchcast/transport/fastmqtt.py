@@ -428,6 +428,8 @@ class FastClient:
         inbox = self._inbox
         queue = inbox.queue
         while True:
+            if queue:
+                self._attempts.progressed()  # a loss after this is no storm
             # A chunk from the socket can hold thousands of messages. Hand the loop back every
             # so often, or the acks of this process's publishers wait behind them (a QoS 1
             # load run's sender stalled at a fifth of its rate).

@@ -554,6 +554,7 @@ class MqttClient:
         """
         try:
             async for m in self._c.messages:
+                self.attempts.losses.progress = True  # Attempts.progressed, inlined: per message
                 payload = (
                     m.payload
                     if isinstance(m.payload, bytes | bytearray)
