@@ -121,13 +121,10 @@ async def test_at_a_high_speed_factor_each_event_lands_on_its_schedule(
     for received_at, event in got:
         assert event.scheduled_at is not None
         offsets.append(received_at - event.scheduled_at.timestamp())
-    # Bounds only a bug breaks, whatever the machine's load (benchmarks/replay_bench.py
-    # measures lateness): nothing before it was due, and the events spread over their
-    # schedule (sent on it, not all at once at the start).
+    # A bound only a bug breaks, whatever the machine's load (benchmarks/replay_bench.py
+    # measures lateness): nothing arrives before it was due, so the events follow their
+    # schedule (sent all at once at the start, the later ones would come early).
     assert min(offsets) > -0.005, "an event arrived before it was due"
-    due = [e.scheduled_at.timestamp() for _, e in got if e.scheduled_at is not None]
-    arrived = [received_at for received_at, _ in got]
-    assert arrived[-1] - arrived[0] >= (due[-1] - due[0]) - 0.005
 
 
 async def test_a_late_subscriber_starts_from_the_snapshot_without_double_counting(
