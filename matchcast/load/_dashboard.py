@@ -64,7 +64,6 @@ _SSE_HEADERS = {
     "Content-Type": "text/event-stream; charset=utf-8",
     "X-Accel-Buffering": "no",
 }
-_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 #: Frames a browser may have waiting before it is cut off (it reconnects and catches up).
 QUEUE_FRAMES = 120
 #: Seconds of the run the dashboard keeps for a browser that opens it: a day.
