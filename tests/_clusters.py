@@ -139,6 +139,7 @@ class Node:
             self.proc = subprocess.Popen(
                 self.argv,
                 env=self.env,
+                cwd=self.log.parent,  # what a node writes where it runs stays in its folder
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # a kill of its group takes the Erlang helpers too
@@ -422,6 +423,7 @@ class RabbitCluster(Cluster):
             "RABBITMQ_CONF_ENV_FILE": str(home / "env.conf"),
             "RABBITMQ_PID_FILE": str(home / "rabbit.pid"),
             "RABBITMQ_LOGS": "-",
+            "ERL_CRASH_DUMP": str(home / "erl_crash.dump"),  # not the checkout
             "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
         }
 

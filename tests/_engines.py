@@ -32,7 +32,12 @@ def _process(
 ) -> Iterator[None]:
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env
+            args,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            cwd=log.parent,  # what a broker writes where it runs stays in its folder
         )
     try:
         try:
@@ -95,6 +100,7 @@ def rabbitmq_node() -> Iterator[str]:
         "RABBITMQ_LOG_BASE": str(work / "log"),
         "RABBITMQ_CONFIG_FILE": str(work / "rabbitmq"),
         "RABBITMQ_ENABLED_PLUGINS_FILE": str(work / "enabled_plugins"),
+        "ERL_CRASH_DUMP": str(work / "erl_crash.dump"),  # not the checkout
     }
     try:
         with _process([RABBITMQ_SERVER], mqtt, work / "server.log", 90, env=env):
