@@ -19,13 +19,10 @@ from typer.testing import CliRunner
 
 from matchcast.cli import app
 from matchcast.testbroker import Mosquitto
-from tests import test_web_browser as _set_up
 from tests.test_load_live_metrics import _dashboard_exprs, metric_names
 
 pytestmark = [pytest.mark.slow, pytest.mark.mosquitto, pytest.mark.browser]
 
-_browser_available = _set_up._browser_available
-browser = _set_up.browser
 OPTIONS = ("--dashboard", "--metrics-port", "--report-html")
 
 
