@@ -11,7 +11,7 @@ import pytest
 
 from matchcast.load._dashboard import Dashboard
 from matchcast.load._report_html import write_report_html
-from tests.test_load_dashboard import REPORT, row
+from tests._load_report import REPORT, row
 
 pytestmark = pytest.mark.browser
 
