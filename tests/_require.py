@@ -11,7 +11,10 @@ import os
 
 import pytest
 
-__all__ = ["require"]
+__all__ = ["MONITORING_ENV", "require"]
+
+#: Makes docker-compose and promtool mandatory for the monitoring profile's checks.
+MONITORING_ENV = "MATCHCAST_REQUIRE_MONITORING"
 
 
 def require(available: object, what: str, env: str, install: str) -> None:

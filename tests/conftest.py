@@ -1,5 +1,5 @@
 """Shared fixtures: brokers of our own (mosquitto, the embedded one, the NATS and RabbitMQ
-clusters) and unique topics.
+clusters), unique topics, and the system Chromium for the browser tests.
 
 The clusters boot in the background from the end of collection, when a collected test needs
 one (a RabbitMQ node takes 15-40 s), so their nodes boot while other tests run; the first test
@@ -14,6 +14,7 @@ import os
 import signal
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ from matchcast.logs import configure_logging
 from matchcast.testbroker import REQUIRE_ENV, Mosquitto, clean_leftovers, mosquitto_binary
 from matchcast.transport.broker import embedded_broker
 from matchcast.transport.connection import BrokerURL
+from tests._browser import CHROMIUM, CHROMIUM_ARGS, REQUIRE_BROWSER_ENV, missing
 from tests._clusters import (
     NATS_SERVER,
     RABBITMQ_SERVER,
@@ -214,3 +216,26 @@ def client_kind(request: pytest.FixtureRequest) -> str:
     """
     kind: str = request.param
     return kind
+
+
+@pytest.fixture(scope="module")
+def _browser_available() -> None:
+    """Go on where the system Chromium and Playwright are; skip where they are missing, or
+    fail when ``MATCHCAST_REQUIRE_BROWSER=1`` (CI) says they must be there."""
+    reason = missing()
+    if reason is None:
+        return
+    if os.environ.get(REQUIRE_BROWSER_ENV) == "1":
+        pytest.fail(f"{reason}; required by {REQUIRE_BROWSER_ENV}=1")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+async def browser(_browser_available: None) -> AsyncIterator[Any]:
+    """The system Chromium, headless, driven by Playwright (never a downloaded browser)."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        b = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        await b.close()

@@ -31,6 +31,7 @@ from matchcast.transport.aiomqtt_private import (
 )
 from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
+from tests._fake_broker import read_packet
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -61,17 +62,6 @@ async def broker(handler: Handler) -> AsyncIterator[BrokerURL]:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         mqtt._V5_SUPPORT.pop(("127.0.0.1", port), None)
-
-
-async def read_packet(reader: asyncio.StreamReader) -> bytes:
-    """One whole MQTT packet (a remaining length of up to two bytes is enough here)."""
-    head = await reader.readexactly(2)
-    length = head[1] & 0x7F
-    if head[1] & 0x80:
-        more = await reader.readexactly(1)
-        head += more
-        length |= more[0] << 7
-    return head + await reader.readexactly(length)
 
 
 async def test_private_use_1_aiomqtt_keeps_its_paho_client_in__client() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -13,27 +12,7 @@ import pytest
 
 from matchcast.testbroker import Mosquitto
 from matchcast.transport.broker import free_port
-
-
-def matchcast(
-    *args: str, timeout: float = 60, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "matchcast", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "MATCHCAST_BROKER": "", **(env or {})},
-        check=False,
-    )
-
-
-def _one_clear_line(result: subprocess.CompletedProcess[str], code: int, *needles: str) -> None:
-    assert result.returncode == code, result.stderr
-    assert "Traceback" not in result.stderr
-    assert result.stderr.startswith("error: ")
-    for needle in needles:
-        assert needle in result.stderr, result.stderr
+from tests._cli import matchcast, one_clear_line
 
 
 def test_demo_plays_the_semifinal_and_prints_the_final_score() -> None:
@@ -66,7 +45,7 @@ def test_a_bad_match_file_is_one_line_naming_file_and_field(tmp_path: Path) -> N
     bad = tmp_path / "bad.yaml"
     bad.write_text("match_id: Not A Slug\n")
     result = matchcast("replay", str(bad), "--broker", "mqtt://127.0.0.1:1")
-    _one_clear_line(
+    one_clear_line(
         result,
         2,
         str(bad),
@@ -88,7 +67,7 @@ def test_a_bad_match_file_is_one_line_naming_file_and_field(tmp_path: Path) -> N
     ],
 )
 def test_bad_arguments_get_one_line_and_exit_2(args: list[str], needle: str) -> None:
-    _one_clear_line(matchcast(*args), 2, needle)
+    one_clear_line(matchcast(*args), 2, needle)
 
 
 def test_an_unreachable_broker_is_one_line_and_exit_1() -> None:
@@ -110,7 +89,7 @@ def test_the_broker_comes_from_the_environment_too() -> None:
     result = matchcast(
         "replay", "--speed", "max", env={"MATCHCAST_BROKER": f"mqtt://127.0.0.1:{port}"}
     )
-    _one_clear_line(result, 1, f"127.0.0.1:{port}")
+    one_clear_line(result, 1, f"127.0.0.1:{port}")
 
 
 def test_schema_prints_the_event_union() -> None:

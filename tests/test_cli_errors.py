@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -10,19 +9,9 @@ import pytest
 
 from matchcast.testbroker import Mosquitto
 from matchcast.transport.broker import free_port
+from tests._cli import matchcast
 
 pytestmark = pytest.mark.slow
-
-
-def matchcast(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "matchcast", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "MATCHCAST_BROKER": ""},
-        check=False,
-    )
 
 
 @pytest.mark.parametrize(

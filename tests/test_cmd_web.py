@@ -13,8 +13,8 @@ import pytest
 
 from matchcast.testing import wait_port
 from matchcast.transport.broker import free_port
+from tests._cli import matchcast, one_clear_line
 from tests._sse import get, open_stream
-from tests.test_cli import _one_clear_line, matchcast
 
 SEMI_ID = "wc2026-sf-arg-eng"
 
@@ -71,8 +71,8 @@ def test_web_with_a_taken_port_is_one_line() -> None:
         s.listen()
         port = s.getsockname()[1]
         result = matchcast("web", "--broker", "mqtt://127.0.0.1:1", "--port", str(port))
-    _one_clear_line(result, 1)
+    one_clear_line(result, 1)
 
 
 def test_web_with_a_bad_broker_url_exits_2() -> None:
-    _one_clear_line(matchcast("web", "--broker", "http://nope"), 2, "mqtt")
+    one_clear_line(matchcast("web", "--broker", "http://nope"), 2, "mqtt")

@@ -18,7 +18,7 @@ from matchcast.app import watch
 from matchcast.testbroker import Mosquitto, mosquitto_binary
 from matchcast.transport import failover, mqtt311
 from matchcast.transport.clients import ClientKind, mqtt_client
-from tests.test_fastmqtt_sessions import fake_broker, level, read_packet
+from tests._fake_broker import fake_broker, level, read_packet
 
 #: A PUBLISH whose remaining length is a variable byte integer of more than four bytes.
 MALFORMED = b"\x30\xff\xff\xff\xff\xff"

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from matchcast.cli import app
 from matchcast.testbroker import REQUIRE_ENV, Mosquitto, mosquitto_binary
-from tests._require import require
+from tests._require import MONITORING_ENV, require
 from tests._secure import PASSWORDS, compose_config, compose_mosquitto, write_password_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,8 +186,6 @@ def test_the_healthcheck_logs_in_and_reads_the_uptime(password: str, healthy: bo
 
 
 MONITORING = ("prometheus", "grafana")
-#: Makes docker-compose and promtool mandatory for the monitoring profile's checks.
-MONITORING_ENV = "MATCHCAST_REQUIRE_MONITORING"
 
 
 def test_monitoring_is_a_profile_listening_on_loopback_only() -> None:

@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 from events import ConnectionLostError, Message, PublishRefusedError
 from matchcast.transport import mqtt311
 from matchcast.transport.fastmqtt import FastClient
-from tests.test_fastmqtt_sessions import fake_broker, read_packet
+from tests._fake_broker import fake_broker, read_packet
 
 Version = Literal["5", "3.1.1"]
 PROTOCOLS: list[Version] = ["5", "3.1.1"]

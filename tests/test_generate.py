@@ -36,6 +36,7 @@ from simulator import (
     simulate_match,
 )
 from tests._cli import run_cli
+from tests._statsbomb import final_state, import_sample
 
 # Two teams the 2022 records do not know play at the average rate, BASE_RATE each.
 AVERAGE = ("AAA", "BBB")
@@ -322,9 +323,7 @@ def test_statsbomb_match_15986_falls_within_the_simulators_spread(
 ) -> None:
     """Barcelona 2-2 Girona's real counts (the importer's test checks them against the raw
     events) lie between the 1st and 99th percentiles of the simulated matches."""
-    from tests.test_import_statsbomb import _final, _import
-
-    real = _final(_import()).stats
+    real = final_state(import_sample()).stats
     for stat in ("shots", "on_target", "corners", "fouls", "offsides"):
         spread = sorted(_per_match(feed_stats, stat))
         low, high = spread[len(spread) // 100], spread[-len(spread) // 100 - 1]

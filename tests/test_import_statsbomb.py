@@ -2,33 +2,20 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from events import MatchFileError, MatchState, Period, Topics, minute_of_play, replay_state
+from events import MatchFileError, Period, Topics, minute_of_play
 from matchcast.app import run_replay
 from matchcast.transport.connection import BrokerURL
-from simulator import Match, ReplayOptions, expand, load_match
+from simulator import ReplayOptions, expand, load_match
 from simulator.importers import ATTRIBUTION, import_statsbomb
 from tests._cli import run_cli
 from tests._retained import retained_state
-
-FIXTURES = Path(__file__).parent / "fixtures" / "statsbomb"
-EVENTS = FIXTURES / "15986_events.json"
-LINEUPS = FIXTURES / "15986_lineups.json"
-DATE = dt.date(2018, 9, 23)
-
-
-def _import(*paths: Path, **kwargs: Any) -> Match:
-    return import_statsbomb(list(paths) or [EVENTS, LINEUPS], **({"date": DATE} | kwargs))
-
-
-def _final(match: Match) -> MatchState:
-    return replay_state(match.match_id, [s.event for s in expand(match)])
+from tests._statsbomb import DATE, EVENTS, FIXTURES, LINEUPS, final_state, import_sample
 
 
 def _events() -> list[dict[str, Any]]:
@@ -48,7 +35,7 @@ def test_the_excerpt_keeps_its_attribution_note() -> None:
 
 def test_the_sample_replays_to_its_real_score_scorers_and_labels() -> None:
     """Barcelona 2-2 Girona: Messi 19', Stuani 45' and 51', Piqué 63'."""
-    state = _final(_import())
+    state = final_state(import_sample())
     assert state.scoreline == "BAR 2-2 GIR"
     assert [(g.clock.label, g.team, g.scorer) for g in state.goals] == [
         ("19'", "BAR", "Lionel Messi"),
@@ -60,8 +47,8 @@ def test_the_sample_replays_to_its_real_score_scorers_and_labels() -> None:
 
 
 def test_cards_and_substitutions_come_through() -> None:
-    match = _import()
-    state = _final(match)
+    match = import_sample()
+    state = final_state(match)
     assert ("33'", "Clément Lenglet", "red") in [
         (c.clock.label, c.player, c.card) for c in state.cards
     ]
@@ -77,7 +64,7 @@ def test_cards_and_substitutions_come_through() -> None:
 
 def test_half_ends_give_the_added_time() -> None:
     """The first half ended at 48:01 (into 45+4'), the second at 93:08 (into 90+4')."""
-    match = _import()
+    match = import_sample()
     assert [(p.period, p.added_minutes) for p in match.periods] == [
         (Period.FIRST_HALF, 4),
         (Period.SECOND_HALF, 4),
@@ -106,7 +93,7 @@ def test_continuous_minutes_become_football_labels(
 
 
 def test_names_come_from_the_lineups_when_given() -> None:
-    scorers = {g.scorer for g in _final(import_statsbomb([EVENTS], date=DATE)).goals}
+    scorers = {g.scorer for g in final_state(import_statsbomb([EVENTS], date=DATE)).goals}
     assert "Lionel Andrés Messi Cuccittini" in scorers
 
 
@@ -119,7 +106,7 @@ def test_the_match_file_names_statsbomb_and_round_trips(tmp_path: Path) -> None:
     text = out.read_text(encoding="utf-8")
     assert "StatsBomb" in text.splitlines()[0]
     assert load_match(out).sources["statsbomb"].startswith(ATTRIBUTION)
-    assert load_match(out) == _import()
+    assert load_match(out) == import_sample()
 
 
 def test_an_own_goal_pair_counts_for_the_team_it_benefits(tmp_path: Path) -> None:
@@ -134,7 +121,7 @@ def test_an_own_goal_pair_counts_for_the_team_it_benefits(tmp_path: Path) -> Non
         | at,
         {"index": 3091, "type": {"id": 25, "name": "Own Goal For"}, "team": barca} | at,
     ]
-    state = _final(import_statsbomb([_write(tmp_path, events), LINEUPS], date=DATE))
+    state = final_state(import_statsbomb([_write(tmp_path, events), LINEUPS], date=DATE))
     assert state.scoreline == "BAR 3-2 GIR"
     own = next(g for g in state.goals if g.method == "own_goal")
     assert (own.clock.label, own.team, own.scorer) == ("71'", "BAR", "Pere Pons")  # lineups' name
@@ -172,7 +159,7 @@ def test_a_shootout_in_period_5_becomes_kicks(tmp_path: Path) -> None:
             break  # 3-0 with two kicks left each: decided
     match = import_statsbomb([_write(tmp_path, events)], date=DATE)
     assert match.result.shootout == {"BAR": 3, "GIR": 0}
-    final = _final(match)
+    final = final_state(match)
     assert final.winner == "BAR"
     # A shoot-out kick is no match shot: the stats are those of the 120 minutes.
     assert (final.stats["BAR"].shots, final.stats["GIR"].shots) == (20, 7)
@@ -260,7 +247,7 @@ def test_a_matches_file_gives_date_home_team_and_checks_the_score(tmp_path: Path
 @pytest.mark.parametrize("broker_url", ["amqtt"], indirect=True)
 async def test_the_sample_replays_through_a_broker(broker_url: BrokerURL, topics: Topics) -> None:
     """Through the same path as the semi-final; the retained final state is the real result."""
-    match = _import()
+    match = import_sample()
     (report,) = await run_replay([match], broker_url, ReplayOptions(speed=None, topics=topics))
     retained = await retained_state(broker_url, topics, match.match_id)
     assert retained == report.final_state
@@ -315,7 +302,7 @@ def _raw_counts(events: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
 
 def test_the_imported_stats_are_the_counts_of_the_raw_events() -> None:
     """The full feed from a real match: every stat as StatsBomb's own events count it."""
-    state = _final(_import())
+    state = final_state(import_sample())
     raw = _raw_counts(_events())
     codes = {"Barcelona": "BAR", "Girona": "GIR"}
     for name, line in raw.items():
@@ -330,7 +317,7 @@ def test_the_imported_stats_are_the_counts_of_the_raw_events() -> None:
 
 
 def test_every_goal_of_the_import_follows_its_shot() -> None:
-    events = [s.event for s in expand(_import())]
+    events = [s.event for s in expand(import_sample())]
     for i, e in enumerate(events):
         if e.type == "goal":
             shot = events[i - 1]

@@ -36,7 +36,7 @@ from matchcast.testing import Mosquitto
 from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
 from simulator import ChaosSpec, resolve_matches
-from tests.test_load_e2e import Misbehaving
+from tests._misbehaving import Misbehaving
 
 pytestmark = pytest.mark.mosquitto
 

@@ -1,5 +1,5 @@
 """The load dashboard and the HTML report in a real browser: the charts draw, and grow while
-seconds are published (see test_web_browser.py for the set-up: the system Chromium)."""
+seconds are published (see tests/_browser.py for the set-up: the system Chromium)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,9 @@ import pytest
 
 from matchcast.load._dashboard import Dashboard
 from matchcast.load._report_html import write_report_html
-from tests import test_web_browser as _set_up
-from tests.test_load_dashboard import REPORT, row
+from tests._load_report import REPORT, row
 
 pytestmark = pytest.mark.browser
-
-_browser_available = _set_up._browser_available
-browser = _set_up.browser
 
 CHARTS = ("throughput", "latency", "lag", "loss", "live", "conns")
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from events import MessageProps, Publisher, Topics
+from events import Topics
 from matchcast.cli import app
 from matchcast.load import (
     LoadOptions,
@@ -22,54 +22,18 @@ from matchcast.load import (
     LoadShape,
     MatchTemplate,
     build_report,
-    parse_probe_fields,
 )
 from matchcast.logs import configure_logging
 from matchcast.testing import Mosquitto
 from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
 from simulator import resolve_matches
+from tests._misbehaving import Misbehaving
 
 pytestmark = pytest.mark.mosquitto
 
 TEMPLATE = MatchTemplate.build(resolve_matches("semifinal")[0])
 N = len(TEMPLATE)
-
-
-class Misbehaving:
-    """Wraps a publisher: drops, repeats and swaps events by seq, in every match alike."""
-
-    def __init__(
-        self, inner: Publisher, *, skip: set[int], repeat: set[int], swap: set[int]
-    ) -> None:
-        self.inner = inner
-        self.skip, self.repeat, self.swap = skip, repeat, swap
-        self.held: dict[str, tuple[str, bytes, int]] = {}
-
-    async def publish(
-        self,
-        topic: str,
-        payload: bytes,
-        *,
-        qos: int = 1,
-        retain: bool = False,
-        props: MessageProps | None = None,
-    ) -> None:
-        if not topic.endswith("/events"):
-            await self.inner.publish(topic, payload, qos=qos, retain=retain)
-            return
-        seq, _ = parse_probe_fields(payload)
-        if seq in self.skip:
-            return
-        if seq in self.swap:  # hold it back and send it after the next one
-            self.held[topic] = (topic, payload, qos)
-            return
-        await self.inner.publish(topic, payload, qos=qos)
-        if seq in self.repeat:
-            await self.inner.publish(topic, payload, qos=qos)
-        held = self.held.pop(topic, None)
-        if held is not None:
-            await self.inner.publish(held[0], held[1], qos=held[2])
 
 
 def _factory(url: BrokerURL) -> Any:

@@ -19,13 +19,10 @@ from typer.testing import CliRunner
 
 from matchcast.cli import app
 from matchcast.testbroker import Mosquitto
-from tests import test_web_browser as _set_up
-from tests.test_load_live_metrics import _dashboard_exprs, metric_names
+from tests._grafana import dashboard_exprs, metric_names
 
 pytestmark = [pytest.mark.slow, pytest.mark.mosquitto, pytest.mark.browser]
 
-_browser_available = _set_up._browser_available
-browser = _set_up.browser
 OPTIONS = ("--dashboard", "--metrics-port", "--report-html")
 
 
@@ -89,7 +86,7 @@ async def test_a_run_watched_in_the_dashboard_and_by_prometheus(
         await expect(chart).to_have_attribute("data-points", "4", timeout=20_000)  # it grows
         assert await page.get_attribute("#chart-throughput", "data-empty") == "false"
         exposed = await _exposed(urls["metrics"])
-        for expr in _dashboard_exprs():
+        for expr in dashboard_exprs():
             # One broker: no per-node series (test_load_live_metrics.py feeds a broker list).
             names = {n for n in metric_names(expr) if not n.startswith("matchcast_load_node_")}
             assert names <= exposed, expr

@@ -24,9 +24,9 @@ from matchcast.load._dashboard import Dashboard
 from matchcast.load._live_metrics import LoadMetrics
 from matchcast.load._outputs import live_outputs
 from matchcast.load._report_html import HtmlReport
-from tests._require import require
-from tests.test_docker_compose import MONITORING_ENV
-from tests.test_load_dashboard import REPORT, row
+from tests._grafana import dashboard_exprs, metric_names
+from tests._load_report import REPORT, row
+from tests._require import MONITORING_ENV, require
 
 ROOT = Path(__file__).resolve().parent.parent
 NODES = {
@@ -101,33 +101,10 @@ async def test_a_bad_row_or_figure_is_skipped_not_raised(metrics: LoadMetrics) -
 
 # ------------------------------------------------------------ the Grafana dashboard
 
-#: PromQL words that are no metric: functions are followed by "(", these are not.
-_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset"}
-
-
-def metric_names(expr: str) -> set[str]:
-    """The metric names a PromQL expression selects (label matchers, ranges, grouping
-    clauses, strings, numbers and function names left out)."""
-    bare = re.sub(r'"(?:[^"\\]|\\.)*"', "", expr)
-    bare = re.sub(r"\{[^}]*\}|\[[^\]]*\]", "", bare)
-    bare = re.sub(r"\b(?:by|without|on|ignoring)\s*\([^)]*\)", "", bare)
-    names = set()
-    for m in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", bare):
-        following = bare[m.end() :].lstrip()
-        if following.startswith("(") or m.group() in _KEYWORDS:
-            continue
-        names.add(m.group())
-    return names
-
 
 def test_metric_names_reads_promql() -> None:
     assert metric_names('sum by (node) (rate(a_total{node="x"}[$__rate_interval]))') == {"a_total"}
     assert metric_names("b / on (job) c") == {"b", "c"}
-
-
-def _dashboard_exprs() -> list[str]:
-    doc = json.loads((ROOT / "deploy/grafana/dashboards/matchcast-load.json").read_text())
-    return [t["expr"] for panel in doc["panels"] for t in panel.get("targets", [])]
 
 
 async def test_every_promql_of_the_grafana_dashboard_names_an_exposed_metric(
@@ -138,7 +115,7 @@ async def test_every_promql_of_the_grafana_dashboard_names_an_exposed_metric(
     for t in range(3):
         metrics.second(row(t, nodes=NODES))
     exposed = {name.partition("{")[0] for name in await scrape(metrics)}
-    exprs = _dashboard_exprs()
+    exprs = dashboard_exprs()
     assert len(exprs) >= 10
     for expr in exprs:
         names = metric_names(expr)
@@ -219,7 +196,7 @@ def test_promtool_accepts_the_scrape_config_and_every_promql(tmp_path: Path) -> 
     assert config.returncode == 0, config.stdout + config.stderr
     rules = [
         {"record": f"matchcast:dashboard_{i}", "expr": e.replace("$__rate_interval", "1m")}
-        for i, e in enumerate(_dashboard_exprs())
+        for i, e in enumerate(dashboard_exprs())
     ]
     path = tmp_path / "rules.yml"
     path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}))

@@ -24,7 +24,7 @@ from matchcast.transport import failover, mqtt311
 from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
 from simulator import ReplayOptions, resolve_matches
-from tests.test_fastmqtt_sessions import fake_broker, level, read_packet
+from tests._fake_broker import fake_broker, level, read_packet
 
 #: A PUBLISH (QoS 0) whose topic is said to be 64 bytes long, with 2 bytes left in the packet.
 TOPIC_PAST_THE_END = b"\x30\x04\x00\x40ab"

@@ -29,15 +29,11 @@ from matchcast.testing import play
 from matchcast.web import Hub, WebServer
 from matchcast.web._view import ticker_row
 from simulator import INCIDENT_MODELS, expand, load_match
-from tests import test_web_browser as _set_up
-from tests.test_web_browser import _wait_live, _wait_text
+from tests._browser import wait_live, wait_text
 
 REPO = Path(__file__).resolve().parents[1]
 MATCH_FILE = REPO / "tests" / "fixtures" / "matches" / "var-review.yaml"
 FIXTURE = REPO / FIXTURE_DIR / "1.3" / "var_review.json"
-
-_browser_available = _set_up._browser_available
-browser = _set_up.browser
 
 
 def _stream() -> list[Any]:
@@ -143,11 +139,11 @@ async def test_the_page_shows_it(browser: Any) -> None:
     async with WebServer(hub, port=0) as server:
         page = await browser.new_page()
         await page.goto(f"{server.url}?match={state.match_id}")
-        await _wait_live(page)
+        await wait_live(page)
         for event in stream:
             state = apply(state, event)
             hub.publish(event, state)
-        await _wait_text(page, "status", "Full time", timeout_ms=10_000)
+        await wait_text(page, "status", "Full time", timeout_ms=10_000)
         rows = await page.evaluate(
             "[...document.querySelectorAll('#ticker li.var_review')].map(li => li.innerText)"
         )

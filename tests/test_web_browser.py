@@ -1,16 +1,13 @@
-"""The match page in a real browser (the system Chromium, driven by Playwright).
-
-Skipped where Chromium or Playwright is missing, unless ``MATCHCAST_REQUIRE_BROWSER=1`` (as CI
-sets it): then they fail. Never downloads a browser: ``apt-get install chromium`` provides it.
+"""The match page in a real browser (the system Chromium, driven by Playwright; see
+``tests/_browser.py`` for when these skip and the ``browser`` fixture in ``conftest.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,54 +20,13 @@ from matchcast.transport.broker import free_port
 from matchcast.transport.connection import BrokerURL
 from matchcast.web import Hub, WebServer
 from simulator import ReplayOptions, expand, lean_match, resolve_matches
+from tests._browser import wait_live, wait_text
 
 pytestmark = pytest.mark.browser
 
-REQUIRE_BROWSER_ENV = "MATCHCAST_REQUIRE_BROWSER"
-CHROMIUM = os.environ.get("MATCHCAST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SEMI = resolve_matches("semifinal")[0]
 #: Its lean feed, for the tests that pin seqs (62: Gordon's goal) on a hub fed directly.
 LEAN = lean_match(SEMI)
-
-
-def _missing() -> str | None:
-    if not os.path.exists(CHROMIUM):
-        return f"Chromium is not installed at {CHROMIUM} (apt-get install chromium)"
-    try:
-        import playwright.async_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed (pip install -e '.[dev]')"
-    return None
-
-
-@pytest.fixture(scope="module")
-def _browser_available() -> None:
-    reason = _missing()
-    if reason is None:
-        return
-    if os.environ.get(REQUIRE_BROWSER_ENV) == "1":
-        pytest.fail(f"{reason}; required by {REQUIRE_BROWSER_ENV}=1")
-    pytest.skip(reason)
-
-
-@pytest.fixture
-async def browser(_browser_available: None) -> AsyncIterator[Any]:
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        await b.close()
 
 
 @pytest.fixture
@@ -118,19 +74,6 @@ def _score(page: Any) -> Any:
     return page.evaluate("document.getElementById('score').textContent")
 
 
-async def _wait_text(page: Any, element_id: str, text: str, timeout_ms: float = 60_000) -> None:
-    """Wait until the element shows ``text`` (Playwright's expect works under the page's CSP)."""
-    from playwright.async_api import expect
-
-    await expect(page.locator(f"#{element_id}")).to_have_text(text, timeout=timeout_ms)
-
-
-async def _wait_live(page: Any) -> None:
-    from playwright.async_api import expect
-
-    await expect(page.locator("#conn")).to_have_attribute("data-state", "live", timeout=10_000)
-
-
 @pytest.mark.mosquitto
 async def test_page_follows_the_semifinal_live(
     browser: Any, web_url: str, mosquitto_url: BrokerURL, topics: Topics, tmp_path: Path
@@ -139,14 +82,14 @@ async def test_page_follows_the_semifinal_live(
     shows 0-1 at once (from the retained snapshot), before the next goal arrives."""
     page = await browser.new_page(viewport={"width": 1280, "height": 860})
     await page.goto(web_url)
-    await _wait_live(page)
+    await wait_live(page)
     options = ReplayOptions(speed=240, break_seconds=0.5, topics=topics)
     replay = asyncio.ensure_future(run_replay([SEMI], mosquitto_url, options))
     try:
-        await _wait_text(page, "score", "0-1")
+        await wait_text(page, "score", "0-1")
         late = await browser.new_page(viewport={"width": 390, "height": 844})
         await late.goto(web_url)
-        await _wait_text(late, "score", "0-1", timeout_ms=5_000)
+        await wait_text(late, "score", "0-1", timeout_ms=5_000)
         # Read score and goals in one go: the page showed 0-1 with one goal, so that came
         # before Fernández's equaliser (86'), not after it.
         seen = await late.evaluate(
@@ -155,7 +98,7 @@ async def test_page_follows_the_semifinal_live(
         )
         assert seen == ["0-1", ["55'"]]
 
-        await _wait_text(page, "clock", "FT")
+        await wait_text(page, "clock", "FT")
         await replay
     finally:
         replay.cancel()
@@ -173,7 +116,7 @@ async def test_page_follows_the_semifinal_live(
     ticker = await page.evaluate("document.getElementById('ticker').innerText")
     assert "FULL TIME" in ticker and "KICK-OFF" in ticker
     assert await page.evaluate("document.getElementById('status').textContent") == "Full time"
-    await _wait_text(late, "score", "2-1", timeout_ms=5_000)
+    await wait_text(late, "score", "2-1", timeout_ms=5_000)
     await page.screenshot(path=str(tmp_path / "fulltime.png"))
 
 
@@ -184,10 +127,10 @@ async def test_page_without_a_match_picks_the_live_one(
     """Opened with no match chosen, the page waits, then follows the first match that starts."""
     page = await browser.new_page()
     await page.goto(web_url.split("?", maxsplit=1)[0])
-    await _wait_live(page)
+    await wait_live(page)
     options = ReplayOptions(speed=None, topics=topics)
     await run_replay([SEMI], mosquitto_url, options)
-    await _wait_text(page, "clock", "FT", timeout_ms=20_000)
+    await wait_text(page, "clock", "FT", timeout_ms=20_000)
     assert await _score(page) == "2-1"
     assert SEMI.match_id in page.url
 
@@ -204,14 +147,14 @@ async def test_page_controls_pause_and_seek_to_85_then_the_86th_minute_goal_arri
 
     page = await browser.new_page(viewport={"width": 1280, "height": 860})
     await page.goto(control_url)
-    await _wait_live(page)
+    await wait_live(page)
     await expect(page.locator("#control")).to_be_visible(timeout=10_000)
     options = ReplayOptions(speed=60, break_seconds=0.5, topics=topics)
     replay = asyncio.ensure_future(
         run_replay([SEMI], mosquitto_url, options, replayer_id="browser-ctl")
     )
     try:
-        await _wait_text(page, "clock", re.compile(r"1H \d+'"), timeout_ms=20_000)  # type: ignore[arg-type]
+        await wait_text(page, "clock", re.compile(r"1H \d+'"), timeout_ms=20_000)  # type: ignore[arg-type]
         await page.click("#ctl-toggle")
         await expect(page.locator("#ctl-toggle")).to_have_text("Play", timeout=10_000)
         await expect(page.locator("#ctl-note")).to_have_text(re.compile("^Paused"))
@@ -220,18 +163,18 @@ async def test_page_controls_pause_and_seek_to_85_then_the_86th_minute_goal_arri
         x = box["x"] + box["width"] * (85 - 1) / (90 - 1)
         await page.mouse.click(x, box["y"] + box["height"] / 2)
         # The new run's snapshot: the state just before 85', 0-1 after the 55' goal.
-        await _wait_text(page, "clock", re.compile(r"2H 8[45]'"), timeout_ms=10_000)  # type: ignore[arg-type]
+        await wait_text(page, "clock", re.compile(r"2H 8[45]'"), timeout_ms=10_000)  # type: ignore[arg-type]
         assert await _score(page) == "0-1"
         await expect(page.locator("#ctl-timeline .ctl-goal")).to_have_count(1, timeout=10_000)
         await page.click("#ctl-toggle")
         await expect(page.locator("#ctl-toggle")).to_have_text("Pause", timeout=10_000)
-        await _wait_text(page, "score", "1-1", timeout_ms=20_000)
+        await wait_text(page, "score", "1-1", timeout_ms=20_000)
         await page.screenshot(path=str(tmp_path / "control.png"))
         goals = await page.evaluate(
             "[...document.querySelectorAll('#goals li .min')].map(e => e.textContent)"
         )
         assert goals == ["55'", "86'"]
-        await _wait_text(page, "clock", "FT", timeout_ms=30_000)
+        await wait_text(page, "clock", "FT", timeout_ms=30_000)
         [report] = await replay
     finally:
         replay.cancel()
@@ -258,16 +201,16 @@ async def test_match_picker_switches_between_live_matches(browser: Any) -> None:
     async with WebServer(hub, port=0) as server:
         page = await browser.new_page(viewport={"width": 390, "height": 844})
         await page.goto(server.url)
-        await _wait_text(page, "score", "0-1", timeout_ms=10_000)
+        await wait_text(page, "score", "0-1", timeout_ms=10_000)
         picker = page.locator("#picker")
         await expect(picker).to_be_visible()
         await expect(picker.locator("option")).to_have_text(
             ["ARG 0-1 ENG · Live", "ARG 0-0 ENG · Live"]
         )
         await picker.select_option("day1-other")
-        await _wait_text(page, "score", "0-0", timeout_ms=10_000)
+        await wait_text(page, "score", "0-0", timeout_ms=10_000)
         assert "match=day1-other" in page.url
-        await _wait_text(page, "clock", "1H 19'")
+        await wait_text(page, "clock", "1H 19'")
 
 
 async def test_dropped_page_reconnects_and_resumes_without_gaps(browser: Any) -> None:
@@ -279,14 +222,14 @@ async def test_dropped_page_reconnects_and_resumes_without_gaps(browser: Any) ->
     async with WebServer(hub, port=0) as server:
         page = await browser.new_page()
         await page.goto(f"{server.url}?match={SEMI.match_id}")
-        await _wait_live(page)
+        await wait_live(page)
         state = hub.state(SEMI.match_id)
         assert state is not None
         for event in events[1:62]:  # one burst: far more than the page's queue holds
             state = apply(state, event)
             hub.publish(event, state)
         assert hub.stats.clients_dropped == 1
-        await _wait_text(page, "score", "0-1", timeout_ms=10_000)
+        await wait_text(page, "score", "0-1", timeout_ms=10_000)
         assert hub.stats.resumed == 1
         ticker = await page.evaluate("document.getElementById('ticker').innerText")
         assert ticker.count("HALF TIME") == 1
@@ -313,13 +256,13 @@ async def test_names_are_shown_as_text_never_as_markup(browser: Any) -> None:
     async with WebServer(hub, port=0) as server:
         page = await browser.new_page()
         await page.goto(f"{server.url}?match={SEMI.match_id}")
-        await _wait_live(page)
+        await wait_live(page)
         state = hub.state(SEMI.match_id)
         assert state is not None
         for event in events[1:62]:  # through Gordon's goal
             state = apply(state, event)
             hub.publish(event, state)
-        await _wait_text(page, "score", "0-1", timeout_ms=10_000)
+        await wait_text(page, "score", "0-1", timeout_ms=10_000)
         goals = await page.evaluate("document.getElementById('goals').textContent")
         assert evil in goals
         assert await page.evaluate("document.querySelectorAll('main img, main b').length") == 0

@@ -17,8 +17,8 @@ from structlog.testing import capture_logs
 from matchcast.transport.broker import free_port
 from matchcast.web import HttpGuard, Hub, WebServer, check_allowed_host
 from matchcast.web._guard import COOKIE, host_names
+from tests._cli import matchcast, one_clear_line
 from tests._sse import open_stream
-from tests.test_cli import _one_clear_line, matchcast
 
 Sent = list[tuple[str, str | None, str | None]]
 PAUSE = b'{"command": "pause"}'
@@ -233,9 +233,9 @@ def test_the_guard_refuses_a_cap_below_one() -> None:
 
 
 def test_web_refuses_a_bad_allowed_host_or_a_short_token() -> None:
-    _one_clear_line(matchcast("web", "--allowed-host", "a b"), 2, "--allowed-host")
+    one_clear_line(matchcast("web", "--allowed-host", "a b"), 2, "--allowed-host")
     short = matchcast("web", "--control", env={"MATCHCAST_WEB_TOKEN": "abc"})
-    _one_clear_line(short, 2, "MATCHCAST_WEB_TOKEN")
+    one_clear_line(short, 2, "MATCHCAST_WEB_TOKEN")
 
 
 async def test_web_beyond_loopback_prints_a_token_once_on_stdout_and_never_logs_it() -> None:

@@ -1,6 +1,6 @@
 """The match page says only what is true: a neutral state before it has a match, "Connected"
 for the connection, one "Full time", the shoot-out's result, and the stretch of play a
-possession share covers. In a real browser (see test_web_browser.py for the set-up)."""
+possession share covers. In a real browser (see tests/_browser.py for the set-up)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,10 @@ import pytest
 from events import Event, MatchState, apply
 from matchcast.web import Hub, WebServer
 from simulator import expand, resolve_matches
-from tests import test_web_browser as _set_up
-from tests.test_web_browser import _wait_live, _wait_text
+from tests._browser import wait_live, wait_text
+from tests._web import feed
 
 pytestmark = pytest.mark.browser
-
-# The system Chromium, as test_web_browser.py launches it (skipped where it is missing).
-_browser_available = _set_up._browser_available
-browser = _set_up.browser
 
 SEMI = resolve_matches("semifinal")[0]
 FINAL = resolve_matches("worldcup:2022/final")[0]  # 3-3, Argentina win 4-2 on penalties
@@ -27,14 +23,6 @@ FINAL = resolve_matches("worldcup:2022/final")[0]  # 3-3, Argentina win 4-2 on p
 
 def _text(page: Any, element_id: str) -> Any:
     return page.evaluate(f"document.getElementById('{element_id}').innerText")
-
-
-def _feed(hub: Hub, events: list[Event], state: MatchState | None = None) -> MatchState:
-    state = state or MatchState.new(events[0].match_id)
-    for e in events:
-        state = apply(state, e)
-        hub.publish(e, state)
-    return state
 
 
 async def test_before_it_has_a_match_the_page_shows_no_score(browser: Any) -> None:
@@ -56,7 +44,7 @@ async def test_before_it_has_a_match_the_page_shows_no_score(browser: Any) -> No
 
         fresh = await browser.new_page()
         await fresh.goto(f"{server.url}?match={SEMI.match_id}")
-        await _wait_live(fresh)
+        await wait_live(fresh)
         await expect(fresh.locator("#conn")).to_have_text("Connected")
         await expect(fresh.locator("#loading-note")).to_have_text("Waiting for the match…")
         await expect(fresh.locator("#score")).to_be_hidden()
@@ -69,14 +57,14 @@ async def test_full_time_is_said_once_and_possession_names_its_stretch(
 
     events = [s.event for s in expand(SEMI)]
     hub = Hub()
-    state = _feed(hub, events[:1])
+    state = feed(hub, events[:1])
     async with WebServer(hub, port=0) as server:
         page = await browser.new_page(viewport={"width": 390, "height": 844})
         await page.goto(f"{server.url}?match={SEMI.match_id}")
-        await _wait_text(page, "score", "0-0", timeout_ms=10_000)
+        await wait_text(page, "score", "0-0", timeout_ms=10_000)
         await expect(page.locator("#clock")).to_be_visible()
-        _feed(hub, events[1:], state)
-        await _wait_text(page, "status", "Full time", timeout_ms=10_000)
+        feed(hub, events[1:], state)
+        await wait_text(page, "status", "Full time", timeout_ms=10_000)
         await expect(page.locator("#clock")).to_be_hidden()
         assert "FT" not in await _text(page, "board")
         await expect(page.locator("#poss-span")).to_have_text("55'\u201386'")
@@ -98,7 +86,7 @@ async def test_full_time_is_said_once_and_possession_names_its_stretch(
 
         late = await browser.new_page()
         await late.goto(f"{server.url}?match={SEMI.match_id}")
-        await _wait_text(late, "score", "2-1", timeout_ms=10_000)
+        await wait_text(late, "score", "2-1", timeout_ms=10_000)
         # A late joiner has the shares and, from the state (1.2), the stretch they cover.
         await expect(late.locator("#poss-span")).to_have_text("55'\u201386'")
         label = await late.locator("#poss-bar").get_attribute("aria-label")
@@ -109,11 +97,11 @@ async def test_scorer_names_do_not_wrap_on_a_phone(browser: Any) -> None:
     """Each scorer's line stays one line at 390 px wide, the minute beside the name."""
     events = [s.event for s in expand(SEMI)]
     hub = Hub()
-    _feed(hub, events)
+    feed(hub, events)
     async with WebServer(hub, port=0) as server:
         page = await browser.new_page(viewport={"width": 390, "height": 844})
         await page.goto(f"{server.url}?match={SEMI.match_id}")
-        await _wait_text(page, "score", "2-1", timeout_ms=10_000)
+        await wait_text(page, "score", "2-1", timeout_ms=10_000)
         lines = await page.evaluate(
             "[...document.querySelectorAll('.goal-list li')].map(li => {"
             " const h = parseFloat(getComputedStyle(li).lineHeight);"
@@ -131,12 +119,12 @@ async def test_scorer_names_do_not_wrap_on_a_phone(browser: Any) -> None:
 async def test_a_shootout_shows_its_result(browser: Any) -> None:
     events = [s.event for s in expand(FINAL)]
     hub = Hub()
-    _feed(hub, events)
+    feed(hub, events)
     async with WebServer(hub, port=0) as server:
         page = await browser.new_page(viewport={"width": 390, "height": 844})
         await page.goto(f"{server.url}?match={FINAL.match_id}")
-        await _wait_text(page, "score", "3-3", timeout_ms=10_000)
-        await _wait_text(page, "shootout", "Argentina win 4-2 on penalties")
+        await wait_text(page, "score", "3-3", timeout_ms=10_000)
+        await wait_text(page, "shootout", "Argentina win 4-2 on penalties")
         ticker = await _text(page, "ticker")
         assert "kicker" not in ticker
 
@@ -157,23 +145,23 @@ async def test_a_new_run_starts_the_ticker_again_live_and_from_a_snapshot(browse
         )
 
     run1, start1 = run(1)
-    _feed(hub, run1[: gordon.seq], start1)  # through the 55' goal
+    feed(hub, run1[: gordon.seq], start1)  # through the 55' goal
     async with WebServer(hub, port=0) as server:
         page = await browser.new_page(viewport={"width": 390, "height": 844})
         await page.goto(f"{server.url}?match={SEMI.match_id}")
-        await _wait_text(page, "score", "0-1", timeout_ms=10_000)
+        await wait_text(page, "score", "0-1", timeout_ms=10_000)
         await expect(page.locator("#ticker")).to_contain_text("Gordon")
 
         # Live: run 2 replays the first half again (an update is its first frame).
         run2, start2 = run(2)
-        state = _feed(hub, run2[:30], start2)
-        await _wait_text(page, "score", "0-0", timeout_ms=10_000)
+        state = feed(hub, run2[:30], start2)
+        await wait_text(page, "score", "0-0", timeout_ms=10_000)
         await expect(page.locator("#ticker")).not_to_contain_text("Gordon")
 
         # A snapshot of run 3 (as a page reconnecting during a seek gets) after run 1's goal.
-        _feed(hub, run2[30 : gordon.seq], state)
-        await _wait_text(page, "score", "0-1", timeout_ms=10_000)
+        feed(hub, run2[30 : gordon.seq], state)
+        await wait_text(page, "score", "0-1", timeout_ms=10_000)
         await expect(page.locator("#ticker")).to_contain_text("Gordon")
         hub.adopt(state.model_copy(update={"run": 3}))
-        await _wait_text(page, "score", "0-0", timeout_ms=10_000)
+        await wait_text(page, "score", "0-0", timeout_ms=10_000)
         await expect(page.locator("#ticker")).not_to_contain_text("Gordon")

@@ -1,5 +1,5 @@
 """The page shows a stopped replay as stopped, a match whose replayer died as offline, and the
-match's competition, stage, venue and kickoff. In a real browser (see test_web_browser.py)."""
+match's competition, stage, venue and kickoff. In a real browser (see tests/_browser.py)."""
 
 from __future__ import annotations
 
@@ -8,27 +8,16 @@ from typing import Any
 
 import pytest
 
-from events import Event, MatchState, ReplayStopped, apply
+from events import ReplayStopped
 from matchcast.web import Hub, WebServer
 from simulator import expand, resolve_matches
-from tests import test_web_browser as _set_up
-from tests.test_web_browser import _wait_text
+from tests._browser import wait_text
+from tests._web import feed
 
 pytestmark = pytest.mark.browser
 
-_browser_available = _set_up._browser_available
-browser = _set_up.browser
-
 SEMI = resolve_matches("semifinal")[0]
 EVENTS = [s.event for s in expand(SEMI)]
-
-
-def _feed(hub: Hub, events: list[Event], state: MatchState | None = None) -> MatchState:
-    state = state or MatchState.new(events[0].match_id)
-    for e in events:
-        state = apply(state, e)
-        hub.publish(e, state)
-    return state
 
 
 async def test_a_stopped_replay_is_shown_stopped_with_the_match_info(
@@ -37,12 +26,12 @@ async def test_a_stopped_replay_is_shown_stopped_with_the_match_info(
     from playwright.async_api import expect
 
     hub = Hub()
-    state = _feed(hub, EVENTS[:8])
+    state = feed(hub, EVENTS[:8])
     assert state.clock is not None
     async with WebServer(hub, port=0) as server:
         page = await browser.new_page(viewport={"width": 390, "height": 844})
         await page.goto(f"{server.url}?match={SEMI.match_id}")
-        await _wait_text(page, "status", "Live", timeout_ms=10_000)
+        await wait_text(page, "status", "Live", timeout_ms=10_000)
         await expect(page.locator("#about")).to_have_text(
             "FIFA World Cup 2026 · Semi-final · Mercedes-Benz Stadium, Atlanta · 2026-07-15 15:00"
         )
@@ -53,8 +42,8 @@ async def test_a_stopped_replay_is_shown_stopped_with_the_match_info(
             emitted_at=EVENTS[8].emitted_at,
             reason="interrupted",
         )
-        _feed(hub, [stop], state)
-        await _wait_text(page, "status", "Replay stopped", timeout_ms=10_000)
+        feed(hub, [stop], state)
+        await wait_text(page, "status", "Replay stopped", timeout_ms=10_000)
         await expect(page.locator("#clock")).to_have_text(f"at 1H {state.clock.label}")
         await expect(page.locator("#ticker li").first).to_contain_text("REPLAY STOPPED")
         await expect(page.locator("#ticker li").first).to_contain_text("not a final score")
@@ -62,7 +51,7 @@ async def test_a_stopped_replay_is_shown_stopped_with_the_match_info(
 
         late = await browser.new_page()  # a late joiner, from the retained (stopped) state
         await late.goto(f"{server.url}?match={SEMI.match_id}")
-        await _wait_text(late, "status", "Replay stopped", timeout_ms=10_000)
+        await wait_text(late, "status", "Replay stopped", timeout_ms=10_000)
         await expect(late.locator("#about")).to_contain_text("Semi-final")
         await expect(late.locator("#ticker li").first).to_contain_text("the replay stopped here")
 
@@ -73,18 +62,18 @@ async def test_a_match_whose_replayer_died_is_shown_offline(browser: Any) -> Non
     from playwright.async_api import expect
 
     hub = Hub()
-    state = _feed(hub, EVENTS[:8])
+    state = feed(hub, EVENTS[:8])
     async with WebServer(hub, port=0) as server:
         page = await browser.new_page()
         await page.goto(f"{server.url}?match={SEMI.match_id}")
-        await _wait_text(page, "status", "Live", timeout_ms=10_000)
+        await wait_text(page, "status", "Live", timeout_ms=10_000)
         hub.replayer_status(SEMI.match_id, "offline")
-        await _wait_text(page, "status", "Replayer offline", timeout_ms=10_000)
+        await wait_text(page, "status", "Replayer offline", timeout_ms=10_000)
         await expect(page.locator("#status")).to_have_attribute("data-status", "offline")
 
         joiner = await browser.new_page()  # told on connecting, not only live
         await joiner.goto(f"{server.url}?match={SEMI.match_id}")
-        await _wait_text(joiner, "status", "Replayer offline", timeout_ms=10_000)
+        await wait_text(joiner, "status", "Replayer offline", timeout_ms=10_000)
 
-        _feed(hub, EVENTS[8:9], state)
-        await _wait_text(page, "status", "Live", timeout_ms=10_000)
+        feed(hub, EVENTS[8:9], state)
+        await wait_text(page, "status", "Live", timeout_ms=10_000)

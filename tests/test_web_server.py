@@ -8,24 +8,17 @@ import re
 import pytest
 
 from consumers import Runner
-from events import Event, MatchState, Topics, apply
+from events import Event, Topics
 from matchcast.app import run_replay, run_watch
 from matchcast.transport.connection import BrokerURL
 from matchcast.web import Hub, WebServer, bridge
 from simulator import ReplayOptions, expand, lean_match, resolve_matches
 from tests._sse import SSEClient, get, open_stream
+from tests._web import feed
 
 #: The lean feed: the hub's frames, whatever the events; its seqs are pinned below.
 SEMI = lean_match(resolve_matches("semifinal")[0])
 EVENTS: list[Event] = [s.event for s in expand(SEMI)]
-
-
-def _feed(hub: Hub, events: list[Event], state: MatchState | None = None) -> MatchState:
-    state = state or MatchState.new(events[0].match_id)
-    for e in events:
-        state = apply(state, e)
-        hub.publish(e, state)
-    return state
 
 
 @pytest.fixture
@@ -58,35 +51,35 @@ async def test_page_and_assets_are_served_by_the_package(server: WebServer) -> N
 
 
 async def test_api_lists_matches(server: WebServer) -> None:
-    _feed(server.hub, EVENTS[:62])
+    feed(server.hub, EVENTS[:62])
     status, headers, body = await get(server.port, "/api/matches")
     assert status == 200 and headers["content-type"] == "application/json"
     assert b'"score": {"ARG": 0, "ENG": 1}' in body
 
 
 async def test_stream_starts_with_snapshot_then_follows_live(server: WebServer) -> None:
-    state = _feed(server.hub, EVENTS[:62])
+    state = feed(server.hub, EVENTS[:62])
     client = await open_stream(server.port, SEMI.match_id)
     assert client.status == 200
     assert client.headers["content-type"].startswith("text/event-stream")
     assert (await client.next()).kind == "matches"
     snap = await client.next()
     assert (snap.kind, snap.id, snap.data["state"]["score"]) == ("state", 62, {"ARG": 0, "ENG": 1})
-    _feed(server.hub, EVENTS[62:64], state)
+    feed(server.hub, EVENTS[62:64], state)
     assert [(await client.next()).id for _ in range(2)] == [63, 64]
     client.close()
 
 
 async def test_reconnect_with_last_event_id_misses_nothing(server: WebServer) -> None:
-    state = _feed(server.hub, EVENTS[:30])
+    state = feed(server.hub, EVENTS[:30])
     first = await open_stream(server.port, SEMI.match_id)
     await first.next()
     assert (await first.next()).id == 30
     first.close()
-    state = _feed(server.hub, EVENTS[30:40], state)  # published while it was away
+    state = feed(server.hub, EVENTS[30:40], state)  # published while it was away
     again = await open_stream(server.port, SEMI.match_id, last_event_id=30)
     assert (await again.next()).kind == "matches"
-    _feed(server.hub, EVENTS[40:42], state)
+    feed(server.hub, EVENTS[40:42], state)
     assert [(await again.next()).id for _ in range(11)] == list(range(31, 42))
     again.close()
 
@@ -101,7 +94,7 @@ async def test_stalled_browser_is_dropped_and_others_get_everything() -> None:
     """A browser that stops reading fills its queue and is disconnected; the others carry on."""
     hub = Hub(queue_size=8)
     async with WebServer(hub, port=0) as server:
-        state = _feed(hub, EVENTS[:1])
+        state = feed(hub, EVENTS[:1])
         stalled = await open_stream(server.port, SEMI.match_id, rcvbuf=4096)
         reader = await open_stream(server.port, SEMI.match_id)
         got: list[int] = []

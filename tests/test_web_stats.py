@@ -1,6 +1,6 @@
 """The page's live match stats: a bar per stat and team, and the expected-goals timeline with
 the goals on it; what the server sends for them, and in a real browser (see
-test_web_browser.py for the set-up)."""
+tests/_browser.py for the set-up)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,8 @@ from events import MatchState, apply, replay_state
 from matchcast.web import Hub, WebServer
 from matchcast.web._view import page_view, timeline_x, xg_point
 from simulator import expand, lean_match, resolve_matches
-from tests import test_web_browser as _set_up
-from tests.test_web_browser import _wait_text
-from tests.test_web_page_states import _feed
-
-# The system Chromium, as test_web_browser.py launches it (skipped where it is missing).
-_browser_available = _set_up._browser_available
-browser = _set_up.browser
+from tests._browser import wait_text
+from tests._web import feed
 
 SEMI = resolve_matches("semifinal")[0]
 EVENTS = [s.event for s in expand(SEMI)]
@@ -51,7 +46,7 @@ def test_a_lean_feed_has_no_stats_to_show() -> None:
 
 def test_every_shot_is_a_point_of_the_timeline_and_a_late_browser_gets_them_all() -> None:
     hub = Hub(clock=lambda: 0.0)
-    state = _feed(hub, EVENTS)
+    state = feed(hub, EVENTS)
     client = hub.connect(SEMI.match_id)  # a browser that opens the page at full time
     (snapshot,) = [f for f in client.backlog if f.data.startswith(b"event: state")]
     data = json.loads(snapshot.data.split(b"data: ", 1)[1])
@@ -78,14 +73,14 @@ async def test_the_page_shows_the_stats_panel_and_the_xg_timeline(
     from playwright.async_api import expect
 
     hub = Hub()
-    state = _feed(hub, EVENTS[:1])
+    state = feed(hub, EVENTS[:1])
     async with WebServer(hub, port=0) as server:
         page = await browser.new_page(viewport={"width": 1280, "height": 900})
         await page.goto(f"{server.url}?match={SEMI.match_id}")
-        await _wait_text(page, "score", "0-0", timeout_ms=10_000)
+        await wait_text(page, "score", "0-0", timeout_ms=10_000)
         await expect(page.locator("#stats")).to_be_hidden()  # no stat yet
-        _feed(hub, EVENTS[1:], state)
-        await _wait_text(page, "status", "Full time", timeout_ms=10_000)
+        feed(hub, EVENTS[1:], state)
+        await wait_text(page, "status", "Full time", timeout_ms=10_000)
         await expect(page.locator("#stats")).to_be_visible()
         rows = await page.evaluate(
             "[...document.querySelectorAll('#stat-rows li')].map(li => ["
@@ -118,7 +113,7 @@ async def test_the_page_shows_the_stats_panel_and_the_xg_timeline(
 
         late = await browser.new_page(viewport={"width": 390, "height": 844})
         await late.goto(f"{server.url}?match={SEMI.match_id}")
-        await _wait_text(late, "status", "Full time", timeout_ms=10_000)
+        await wait_text(late, "status", "Full time", timeout_ms=10_000)
         late_chart = await late.evaluate(
             "[...document.querySelectorAll('#xg-chart path')].map(p => p.getAttribute('d'))"
         )

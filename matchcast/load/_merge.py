@@ -20,6 +20,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from hdrh.histogram import HdrHistogram
+
 from events import MatchFileError
 from matchcast.load._accounting import (
     ConsumerAccount,
@@ -303,27 +305,9 @@ def _merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
     reasons: Counter[str] = Counter()
     for s in senders:
         reasons.update(s["failure_reasons"])
-    totals = {
-        key: sum(c[key] for c in consumers)
-        for key in ("expected", "received", "unique", "lost", "duplicates", "reordered")
-    }
-    totals["max_displacement"] = max((c["max_displacement"] for c in consumers), default=0)
-    totals["unexpected"] = sum(c["unexpected"] for c in consumers)
-    totals["malformed"] = sum(c["malformed"] for c in consumers)
-    totals.update(split_totals(consumers))
+    totals = _delivery_totals(consumers)
     verifications = [r["verification"] for r in reports if r.get("verification")]
-    by_consumer: dict[str, dict[str, Any]] = {}
-    for v in verifications:
-        for c in v["consumers"]:
-            into = by_consumer.setdefault(
-                c["consumer"],
-                {"consumer": c["consumer"], "matches": 0, "right": 0, "wrong": 0, "missing": 0,
-                 "wrong_sample": [], "missing_sample": []},
-            )  # fmt: skip
-            for key in ("matches", "right", "wrong", "missing"):
-                into[key] += c[key]
-            into["wrong_sample"] = (into["wrong_sample"] + c["wrong_sample"])[:10]
-            into["missing_sample"] = (into["missing_sample"] + c["missing_sample"])[:10]
+    by_consumer = _verified_by_consumer(verifications)
     params = [r["parameters"] for r in reports]
     return {
         "format": REPORT_FORMAT,
@@ -335,28 +319,7 @@ def _merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
             "subscribers": sum(int(p.get("subscribers") or 0) for p in params),
             "qos": params[0].get("qos"),
         },
-        "sender": {
-            "events_published": sum(s["events_published"] for s in senders),
-            "states_published": sum(s["states_published"] for s in senders),
-            "publish_failures": sum(s["publish_failures"] for s in senders),
-            "failure_reasons": dict(reasons),
-            "matches_started": sum(s["matches_started"] for s in senders),
-            "matches_completed": sum(s["matches_completed"] for s in senders),
-            "send_seconds": max(s["send_seconds"] for s in senders),
-            "offered_events_per_s": round(sum(s["offered_events_per_s"] for s in senders), 1),
-            "achieved_events_per_s": round(sum(s["achieved_events_per_s"] for s in senders), 1),
-            "scheduled": all(s.get("scheduled", True) for s in senders),
-            "overruns": sum(s["overruns"] for s in senders),
-            "overrun_threshold_ms": senders[0]["overrun_threshold_ms"],
-            "lateness_ms": histogram_summary(lateness),
-            "lateness_hdr": encode_histogram(lateness),
-            # What a shard's sender says of itself (reports of this version): the most lag,
-            # whether any fell behind, stops under --stages.
-            "lag_max_ms": max((s.get("lag_max_ms", 0.0) for s in senders), default=0.0),
-            "behind": any(s.get("behind", s["overruns"] > 0) for s in senders),
-            "latency_includes_sender_backlog": not all(s.get("scheduled", True) for s in senders),
-            "matches_stopped": sum(s.get("matches_stopped", 0) for s in senders),
-        },
+        "sender": _sender(senders, reasons, lateness),
         "delivery": {
             **totals,
             "delivered_events_per_s": round(
@@ -370,21 +333,86 @@ def _merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
         "per_second_hdr": per_second_hdr,
         "started_at_epoch": min(r["started_at_epoch"] for r in reports),
         "connections": {k: _connections(reports, k) for k in ("publishers", "probes")},
-        "verification": (
-            {
-                "ok": all(v["ok"] for v in verifications),
-                "matches": sum(v["matches"] for v in verifications),
-                "consumers": list(by_consumer.values()),
-            }
-            if verifications
-            else None
-        ),
+        "verification": _verification(verifications, by_consumer),
         "expected_last_seq": expected,
         "final_scores": final_scores,
         "nodes": merge_node_figures(reports, {c["consumer"]: c["lost"] for c in consumers}),
         "streams": None,
         "chaos": _chaos([r["chaos"] for r in reports if r.get("chaos")]),
         "injected_streams": None,
+    }
+
+
+def _delivery_totals(consumers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The delivery figures of the whole run, from each consumer's (summed, or the most)."""
+    totals = {
+        key: sum(c[key] for c in consumers)
+        for key in ("expected", "received", "unique", "lost", "duplicates", "reordered")
+    }
+    totals["max_displacement"] = max((c["max_displacement"] for c in consumers), default=0)
+    totals["unexpected"] = sum(c["unexpected"] for c in consumers)
+    totals["malformed"] = sum(c["malformed"] for c in consumers)
+    totals.update(split_totals(consumers))
+    return totals
+
+
+def _sender(
+    senders: list[dict[str, Any]], reasons: Counter[str], lateness: HdrHistogram
+) -> dict[str, Any]:
+    """The shards' senders as one: counts and rates summed, the longest send, the lateness
+    histogram merged (``lateness``), and the failure ``reasons`` counted across them."""
+    return {
+        "events_published": sum(s["events_published"] for s in senders),
+        "states_published": sum(s["states_published"] for s in senders),
+        "publish_failures": sum(s["publish_failures"] for s in senders),
+        "failure_reasons": dict(reasons),
+        "matches_started": sum(s["matches_started"] for s in senders),
+        "matches_completed": sum(s["matches_completed"] for s in senders),
+        "send_seconds": max(s["send_seconds"] for s in senders),
+        "offered_events_per_s": round(sum(s["offered_events_per_s"] for s in senders), 1),
+        "achieved_events_per_s": round(sum(s["achieved_events_per_s"] for s in senders), 1),
+        "scheduled": all(s.get("scheduled", True) for s in senders),
+        "overruns": sum(s["overruns"] for s in senders),
+        "overrun_threshold_ms": senders[0]["overrun_threshold_ms"],
+        "lateness_ms": histogram_summary(lateness),
+        "lateness_hdr": encode_histogram(lateness),
+        # What a shard's sender says of itself (reports of this version): the most lag,
+        # whether any fell behind, stops under --stages.
+        "lag_max_ms": max((s.get("lag_max_ms", 0.0) for s in senders), default=0.0),
+        "behind": any(s.get("behind", s["overruns"] > 0) for s in senders),
+        "latency_includes_sender_backlog": not all(s.get("scheduled", True) for s in senders),
+        "matches_stopped": sum(s.get("matches_stopped", 0) for s in senders),
+    }
+
+
+def _verified_by_consumer(verifications: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each consumer's verification summed over the shards, with the first ten samples of
+    its wrong and missing matches."""
+    by_consumer: dict[str, dict[str, Any]] = {}
+    for v in verifications:
+        for c in v["consumers"]:
+            into = by_consumer.setdefault(
+                c["consumer"],
+                {"consumer": c["consumer"], "matches": 0, "right": 0, "wrong": 0, "missing": 0,
+                 "wrong_sample": [], "missing_sample": []},
+            )  # fmt: skip
+            for key in ("matches", "right", "wrong", "missing"):
+                into[key] += c[key]
+            into["wrong_sample"] = (into["wrong_sample"] + c["wrong_sample"])[:10]
+            into["missing_sample"] = (into["missing_sample"] + c["missing_sample"])[:10]
+    return by_consumer
+
+
+def _verification(
+    verifications: list[dict[str, Any]], by_consumer: dict[str, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The verification section: ok only when every shard's was; None when no shard verified."""
+    if not verifications:
+        return None
+    return {
+        "ok": all(v["ok"] for v in verifications),
+        "matches": sum(v["matches"] for v in verifications),
+        "consumers": list(by_consumer.values()),
     }
 
 

@@ -25,8 +25,8 @@ from matchcast.app.replay import _StatusTopic
 from matchcast.transport import mqtt311
 from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
+from tests._fake_broker import fake_broker, read_packet
 from tests._proxies import QoS1Refuser, SubscribeCloser
-from tests.test_fastmqtt_sessions import fake_broker, read_packet
 
 
 class _SlowNode:

@@ -30,8 +30,8 @@ from matchcast.transport.clients import ClientKind, mqtt_client
 from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
 from tests._factories import SEMIFINAL_EVENTS
+from tests._fake_broker import fake_broker, read_packet
 from tests._proxies import SubscribeCloser
-from tests.test_fastmqtt_sessions import fake_broker, read_packet
 
 SEMI = resolve_matches("semifinal")[0]
 

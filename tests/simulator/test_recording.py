@@ -12,7 +12,6 @@ from events import (
     Event,
     MatchFileError,
     MatchState,
-    MessageProps,
     apply,
     decode_event,
     decode_state,
@@ -21,6 +20,7 @@ from events import (
 )
 from matchcast.testing import match_events
 from simulator import Recording, Replayer, ReplayOptions, load_recording, resolve_sources
+from tests._fakes import FakeClock, RecordingPublisher
 
 EVENTS = match_events()
 MATCH = EVENTS[0].match_id
@@ -35,6 +35,8 @@ def states_after(events: list[Event], state: MatchState | None = None) -> list[M
 
 
 STATES = states_after(EVENTS)
+#: Where a fake clock starts: the deadlines a replay sleeps to, less this, are its offsets.
+START = FakeClock().t
 
 
 def write(path: Path, *items: Event | MatchState) -> Path:
@@ -44,37 +46,6 @@ def write(path: Path, *items: Event | MatchState) -> Path:
     ]
     path.write_bytes(b"\n".join(lines) + b"\n")
     return path
-
-
-class FakeClock:
-    """Time moves only when the replayer sleeps; deadlines are noted, not waited for."""
-
-    def __init__(self) -> None:
-        self.t = 1000.0
-        self.deadlines: list[float] = []
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep_until(self, deadline: float) -> None:
-        self.deadlines.append(deadline - 1000.0)
-        self.t = max(self.t, deadline)
-
-
-class FakePublisher:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes, bool]] = []
-
-    async def publish(
-        self,
-        topic: str,
-        payload: bytes,
-        *,
-        qos: int = 1,
-        retain: bool = False,
-        props: MessageProps | None = None,
-    ) -> None:
-        self.sent.append((topic, payload, retain))
 
 
 def test_a_recording_reads_back_into_events_states_and_offsets(tmp_path: Path) -> None:
@@ -126,17 +97,17 @@ def test_a_bad_recording_says_which_lines_are_wrong(tmp_path: Path) -> None:
 @pytest.mark.parametrize("speed", [1.0, 60.0])
 async def test_a_replayed_recording_keeps_its_original_timing(tmp_path: Path, speed: float) -> None:
     [rec] = load_recording(write(tmp_path / "r.jsonl", *EVENTS))
-    clock, pub = FakeClock(), FakePublisher()
+    clock, pub = FakeClock(), RecordingPublisher()
     report = await Replayer(pub, ReplayOptions(speed=speed), clock=clock).run(rec)
-    assert clock.deadlines == pytest.approx([o / speed for o in rec.offsets])
+    assert [d - START for d in clock.deadlines] == pytest.approx([o / speed for o in rec.offsets])
     assert report.published == len(EVENTS)
-    sent = [decode_event(p) for t, p, _ in pub.sent if t.endswith("/events")]
+    sent = [decode_event(p.payload) for p in pub.sent if p.topic.endswith("/events")]
     strip = {"emitted_at", "scheduled_at", "run"}
     assert [e.model_dump(exclude=strip) for e in sent] == [
         e.model_dump(exclude=strip) for e in EVENTS
     ]
     assert {e.run for e in sent} == {report.run}  # a replay of a recording is a run of its own
-    states = [decode_state(p) for t, p, _ in pub.sent if t.endswith("/state")]
+    states = [decode_state(p.payload) for p in pub.sent if p.topic.endswith("/state")]
     assert states == [s.model_copy(update={"run": report.run}) for s in STATES]
     assert report.final_state == states[-1]
 
@@ -145,12 +116,12 @@ async def test_a_recording_that_starts_mid_match_publishes_its_snapshot_first(
     tmp_path: Path,
 ) -> None:
     [rec] = load_recording(write(tmp_path / "r.jsonl", STATES[49], *EVENTS[50:]))
-    pub = FakePublisher()
+    pub = RecordingPublisher()
     await Replayer(pub, ReplayOptions(speed=None), clock=FakeClock()).run(rec)
-    topic, payload, retain = pub.sent[0]
-    assert topic.endswith("/state")
-    assert retain
-    assert json.loads(payload)["last_seq"] == 50
+    first = pub.sent[0]
+    assert first.topic.endswith("/state")
+    assert first.retain
+    assert json.loads(first.payload)["last_seq"] == 50
     assert isinstance(rec, Recording)
 
 
@@ -173,8 +144,9 @@ async def test_the_matches_of_a_recording_keep_their_recorded_offsets(
     assert delays == pytest.approx([0.0, 30.0 / speed])
     clocks = [FakeClock(), FakeClock()]
     for rec, clock, delay in zip(recs, clocks, delays or [], strict=True):
-        await Replayer(FakePublisher(), options, clock=clock).run(rec, delay_s=delay)
+        await Replayer(RecordingPublisher(), options, clock=clock).run(rec, delay_s=delay)
     # Where the replay puts each event, from the replay's start: the recorded offsets.
-    assert clocks[1].deadlines[1:] == pytest.approx([o / speed for o in recs[1].offsets])
-    assert clocks[0].deadlines == pytest.approx([o / speed for o in recs[0].offsets])
+    offsets = [[d - START for d in clock.deadlines] for clock in clocks]
+    assert offsets[1][1:] == pytest.approx([o / speed for o in recs[1].offsets])
+    assert offsets[0] == pytest.approx([o / speed for o in recs[0].offsets])
     assert recorded_delays(list(recs), ReplayOptions(speed=None)) == [0.0, 0.0]

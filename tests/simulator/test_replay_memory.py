@@ -13,7 +13,7 @@ from events import MatchClock, MatchState, apply, encode_state, replay_state
 from simulator import Replayer, ReplayOptions, bundled_path, load_match, parse_match
 from simulator._replay import _plan, _start_index
 from simulator._states import ReplayStates
-from tests.simulator.test_recording import FakeClock, FakePublisher
+from tests._fakes import FakeClock, RecordingPublisher
 
 #: Cards in the smaller of the two matches measured; the other has twice as many.
 CARDS = int(os.environ.get("MATCHCAST_MEMORY_TEST_CARDS", "3000"))
@@ -71,7 +71,7 @@ async def test_the_state_payloads_a_replay_publishes_are_byte_for_byte_the_eager
     """Computing states on demand changes no byte on the wire, a mid-match start included."""
     match = _match_with_cards(40)
     for start in (None, MatchClock.at(60)):
-        pub = FakePublisher()
+        pub = RecordingPublisher()
         opts = ReplayOptions(speed=None, start=start)
         report = await Replayer(pub, opts, clock=FakeClock()).run(match)
         initial, events, _states, _offsets = _plan(match, opts)
@@ -83,7 +83,7 @@ async def test_the_state_payloads_a_replay_publishes_are_byte_for_byte_the_eager
             landing = i == begin - 1 and state.status == "live"
             shown = state.model_copy(update={"clock": events[begin].clock}) if landing else state
             expected.append(encode_state(shown))
-        sent = [p for t, p, _ in pub.sent if t.endswith("/state")]
+        sent = [p.payload for p in pub.sent if p.topic.endswith("/state")]
         assert sent == expected[max(begin - 1, 0) :], start
 
 
