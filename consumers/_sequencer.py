@@ -52,6 +52,7 @@ from events import (
     apply,
     check_sequence,
 )
+from events._state import share_fields
 
 __all__ = ["HOLD_LIMIT", "REORDER_WINDOW", "Delivery", "RunnerStats", "Sequencer"]
 
@@ -195,7 +196,7 @@ class Sequencer:
                 log.info("state.stale_dropped", reason="run ended")
                 return []
             held, self.held = self.held, []
-            self.state = snapshot
+            self.state = snapshot = share_fields(snapshot)  # kept for the match
             self._ended_if(snapshot.status in _ENDED)
             out: list[Delivery]
             if held and held[0].seq == snapshot.last_seq:
@@ -217,7 +218,7 @@ class Sequencer:
             if self.uncounted and snapshot.last_seq > self.state.last_seq:
                 self._passed_over(self.state.last_seq + 1, snapshot.last_seq)
             self.uncounted = False
-            self.state = snapshot
+            self.state = snapshot = share_fields(snapshot)  # kept for the match
             self._ended_if(snapshot.status in _ENDED)
             self.resync_from = None
             self.stats.resyncs += 1

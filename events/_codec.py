@@ -24,7 +24,7 @@ from events._errors import DecodeError, UnknownEventTypeError, UnsupportedVersio
 from events._models import SCHEMA_VERSION, BaseEvent, Event, EventAdapter
 from events._numbers import whole_number
 from events._quote import format_validation_error, quote
-from events._state import MatchState, share_fields
+from events._state import MatchState
 
 __all__ = [
     "CONTENT_TYPE",
@@ -160,7 +160,6 @@ def decode_state(payload: bytes, *, topic: str = "") -> MatchState:
     newer minor is read with the fields this build does not know ignored)."""
     data, newer = _load(payload, topic)
     try:
-        state = MatchState.model_validate(data, extra="ignore" if newer else None)
+        return MatchState.model_validate(data, extra="ignore" if newer else None)
     except ValidationError as err:
         raise DecodeError(format_validation_error(err), topic=topic, payload=payload) from None
-    return share_fields(state)  # a snapshot is kept per match: see _FIELDS_SETS

@@ -240,7 +240,10 @@ def shared_fields_set(fields: set[str]) -> set[str]:
 
 def share_fields(model: M) -> M:
     """``model``, its fields set and those of the models it holds (directly or in a tuple)
-    swapped for the shared ones (see :data:`_FIELDS_SETS`): for what is kept per match."""
+    swapped for the shared ones (see :data:`_FIELDS_SETS`): for what is kept per match.
+
+    About 10 us for a full-time state: called where a state is kept (a consumer adopting a
+    snapshot), not on every decode (a snapshot comes after every event)."""
     _set(model, "__pydantic_fields_set__", shared_fields_set(model.__pydantic_fields_set__))
     for value in model.__dict__.values():
         if isinstance(value, BaseModel):
