@@ -97,14 +97,6 @@ MAX_BREAK_SECONDS = 3600.0
 #: Seconds a stopping replay waits for the broker to take its ``replay_stopped`` and state.
 STOP_TIMEOUT_S = 2.0
 
-#: A connection lost within this many seconds of being made, with no new event published on
-#: it, died at once: the next reconnect waits first, from ``QUICK_LOSS_WAIT_S`` doubling per
-#: such loss in a row up to ``QUICK_LOSS_WAIT_MAX_S``. A node that takes connections but drops
-#: each one at once made a replayer reconnect ten times a second (a tester's broker).
-QUICK_LOSS_S = 10.0
-QUICK_LOSS_WAIT_S = 0.1
-QUICK_LOSS_WAIT_MAX_S = 5.0
-
 
 class Clock(Protocol):
     """A monotonic clock the scheduler can read and wait on; tests inject a fake."""
@@ -504,13 +496,13 @@ class Replayer:
     async def _publish_resuming(self, run: _Run, begin: int) -> None:
         """Publish ``run`` from ``begin`` to the end (or a stop); after a lost connection,
         reconnect and go on ``resend_window`` back (or from the first unacknowledged event, if
-        earlier)."""
+        earlier). The wait before a new connection is the client's, by the one failover
+        policy (a connection that died at once, nothing acknowledged on it, waits longer each
+        time in a row: ``matchcast/transport/failover.py``)."""
         index = begin
         resume: MatchState | None = None
         topic = self.options.topics.state(run.report.match_id)
-        quick_losses = 0  # connections in a row that died at once (QUICK_LOSS_S)
         while True:
-            connected_at, high_water = time.monotonic(), run.high_water
             try:
                 if resume is not None:
                     await self._publish_state(topic, resume)
@@ -529,14 +521,6 @@ class Replayer:
                 reason = _first(lost)
             else:
                 return
-            died_at_once = (
-                time.monotonic() - connected_at < QUICK_LOSS_S and run.high_water == high_water
-            )
-            quick_losses = quick_losses + 1 if died_at_once else 0
-            if quick_losses:
-                wait = min(QUICK_LOSS_WAIT_MAX_S, QUICK_LOSS_WAIT_S * 2 ** (quick_losses - 1))
-                run.log.warning("replay.reconnect_delayed", wait_s=wait, losses=quick_losses)
-                await asyncio.sleep(wait)
             index, resume = await self._reconnect(run, reason, index if resume else None)
 
     async def _say_stopped(

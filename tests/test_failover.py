@@ -141,3 +141,18 @@ def test_a_connection_that_delivered_before_it_died_waits_only_the_initial_wait(
     losses.connected()
     now[0] += 0.05  # refused at once, nothing delivered: the storm case
     assert losses.wait() == 0.4
+
+
+def test_a_connection_that_answered_and_broke_at_once_still_doubles() -> None:
+    """Progress counts for a connection that lasted a while (a broker killed and restarted),
+    not for one a broker answered and broke within moments (a PUBACK, then a poisoned packet):
+    that is still a storm, and its waits double."""
+    now = [0.0]
+    losses = QuickLosses(initial=0.1, cap=5.0, stable=10.0, clock=lambda: now[0])
+    waits = []
+    for _ in range(4):
+        losses.connected()
+        losses.progress = True  # acknowledged something
+        now[0] += 0.01
+        waits.append(losses.wait())
+    assert waits == [0.1, 0.2, 0.4, 0.8]

@@ -376,3 +376,34 @@ async def test_a_black_hole_times_out_with_a_clear_error_instead_of_hanging(
             async with asyncio.timeout(10), client:
                 pass
         assert proxy.connections >= 1
+
+
+async def test_a_publisher_whose_broker_is_killed_every_second_is_back_after_the_first_wait(
+    client_kind: str,
+) -> None:
+    """A broker killed and restarted again and again, each connection having had its publishes
+    acknowledged: the publisher (a replayer) is back after the initial 0.1 s each time, as a
+    reader that got messages is. Its waits doubled to 5 s, longer than a consumer waits for a
+    missing seq, so a replay under repeated kills lost events to the snapshot repair."""
+    from structlog.testing import capture_logs
+
+    binary = mosquitto_binary()
+    assert binary is not None
+    broker = Mosquitto(binary).start()
+    url = BrokerURL.parse(broker.url)
+    try:
+        with capture_logs() as logs:
+            async with mqtt_client(client_kind, url) as client, asyncio.timeout(60):
+                for i in range(5):
+                    for _ in range(5):  # half a second of acknowledged publishes
+                        await client.publish(f"mctest/kills/{i}", b"{}", qos=1)
+                        await asyncio.sleep(0.1)
+                    broker.kill()
+                    broker.start()
+                    await client.reconnect()
+                await client.publish("mctest/kills/last", b"{}", qos=1)
+    finally:
+        broker.stop()
+    waits = [e["wait_s"] for e in logs if e["event"] == "broker.reconnect_delayed"]
+    assert len(waits) == 5, logs
+    assert waits == [0.1] * 5

@@ -69,6 +69,9 @@ _log = structlog.get_logger("matchcast.failover")
 FAILOVER_CONNECT_TIMEOUT = 2.0
 #: Seconds a connection must last for its loss not to count as a quick one.
 STABLE_S = 10.0
+#: A connection that made progress and lasted this long is a broker going away when it is
+#: lost, not a storm (see :meth:`QuickLosses.wait`).
+SETTLED_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +106,9 @@ class QuickLosses:
         self._clock = clock
         #: Quick losses in a row.
         self.count = 0
-        #: A message came through the connection (set by its reader): its loss is a broker
-        #: going away, not a storm of connections refused at once.
+        #: A message came through the connection (set by its reader) or the broker
+        #: acknowledged one sent (by its publisher): its loss is a broker going away, not a
+        #: storm of connections refused at once.
         self.progress = False
         self._up_since: float | None = None
 
@@ -116,14 +120,16 @@ class QuickLosses:
     def wait(self) -> float:
         """Seconds to wait before the next connection, the last one being lost now."""
         up_since, self._up_since = self._up_since, None
-        if up_since is not None and self._clock() - up_since >= self.stable:
+        lasted = self._clock() - up_since if up_since is not None else 0.0
+        if up_since is not None and lasted >= self.stable:
             self.count = 0
             return 0.0
-        if up_since is not None and self.progress:
-            # It delivered before it died (a broker killed and restarted): ``initial``, not
-            # the doubling, so a consumer is back before its gap is repaired from the
-            # snapshot; a broker that delivers one message a connection still gets at most
-            # one connection per ``initial``.
+        if up_since is not None and self.progress and lasted >= SETTLED_S:
+            # It delivered, or had its publishes acknowledged, for a while before it died (a
+            # broker killed and restarted): ``initial``, not the doubling, so a consumer is
+            # back before its gap is repaired from the snapshot and a replayer before its
+            # consumers give up waiting for what it sends again. A broker that answers and
+            # then breaks the connection at once still gets the doubling.
             self.progress = False
             self.count = 0
             return float(self.initial)
@@ -179,7 +185,8 @@ class Attempts:
         self.losses.connected()
 
     def progressed(self) -> None:
-        """A message came through the current connection (see :class:`QuickLosses`)."""
+        """A message came through the current connection, or one sent was acknowledged (see
+        :class:`QuickLosses`)."""
         self.losses.progress = True
 
     def loss_wait(self) -> float:

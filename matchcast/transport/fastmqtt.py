@@ -401,6 +401,7 @@ class FastClient:
         fut = link.publish(topic, payload, qos, retain, props)
         if fut is not None:
             await fut
+            self._attempts.progressed()  # acknowledged: a loss after this is no storm
 
     # ------------------------------------------------------------ subscribing
 

@@ -484,6 +484,8 @@ class MqttClient:
             raise BrokerError(str(self.url), f"publish to {topic!r} failed: {err}") from err
         if reason.is_failure:
             raise PublishRefusedError(str(self.url), topic, int(reason.value), str(reason))
+        if qos:
+            self.attempts.losses.progress = True  # acknowledged: as a message that came in
 
     async def publish_refusal(
         self, topic: str, payload: bytes, *, props: MessageProps | None = None

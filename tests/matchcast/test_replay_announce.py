@@ -17,12 +17,11 @@ import pytest
 from structlog.testing import capture_logs
 
 import matchcast.app.replay as replay_module
-import simulator._replay as simulator_replay
 from events import BrokerError, SubscribeRefusedError, Topics
 from matchcast.app import run_replay
 from matchcast.app.control import ControlError, send_command
 from matchcast.app.replay import _StatusTopic
-from matchcast.transport import mqtt311
+from matchcast.transport import failover, mqtt311
 from matchcast.transport.connection import BrokerURL
 from simulator import ReplayOptions, resolve_matches
 from tests._fake_broker import fake_broker, read_packet
@@ -290,10 +289,16 @@ async def test_a_replayer_whose_connections_die_at_once_reconnects_with_a_growin
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A node that takes each connection and drops it at once: the replayer reconnected as
-    fast as the node answered. Each loss in a row with nothing new published now waits twice
-    as long as the one before, up to a cap."""
-    monkeypatch.setattr(simulator_replay, "QUICK_LOSS_WAIT_S", 0.01)
-    monkeypatch.setattr(simulator_replay, "QUICK_LOSS_WAIT_MAX_S", 0.04)
+    fast as the node answered. Each loss in a row with nothing acknowledged now waits twice
+    as long as the one before, up to a cap, by the one failover policy (recorded, not slept);
+    the replayer adds no wait of its own on top."""
+    waits: list[float] = []
+
+    async def backoff(seconds: float) -> None:
+        waits.append(seconds)
+        await asyncio.sleep(0)
+
+    monkeypatch.setattr(failover, "backoff", backoff)
 
     async def accept_then_drop(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_packet(reader)
@@ -308,10 +313,10 @@ async def test_a_replayer_whose_connections_die_at_once_reconnects_with_a_growin
         with capture_logs() as logs:
             replay = asyncio.create_task(run_replay([semi], url, options, protocol="3.1.1"))
             async with asyncio.timeout(30):  # a hang guard
-                while sum(e["event"] == "replay.reconnect_delayed" for e in logs) < 5:
+                while len(waits) < 6:
                     await asyncio.sleep(0.02)
             replay.cancel()
             with contextlib.suppress(asyncio.CancelledError, BrokerError):
                 await replay
-    waits = [e["wait_s"] for e in logs if e["event"] == "replay.reconnect_delayed"][:5]
-    assert waits == [0.01, 0.02, 0.04, 0.04, 0.04]
+    assert waits[:6] == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2]
+    assert not [e for e in logs if e["event"] == "replay.reconnect_delayed"]
