@@ -138,3 +138,14 @@ async def test_the_runner_caches_no_topic_whose_id_is_no_match_id() -> None:
         assert all(len(topic) < MAX_MATCH_ID + 40 for topic in runner._parsed)
     finally:
         await runner.close(abandon=True)
+
+
+def test_consume_s_scoreboard_keeps_as_many_matches_as_the_runner() -> None:
+    """``consume scoreboard --max-matches 10000`` kept 50,000 states in the scoreboard (its
+    own default), so RSS grew across floods until 50,000 and a tracked match cost 17 KB."""
+    from matchcast.cli.consume import _load
+
+    (board,) = _load(["scoreboard"], [], 123)
+    assert isinstance(board, Scoreboard) and board.states.limit == 123
+    (board,) = _load(["scoreboard"], ["scoreboard.max_matches=7"], 123)  # an option wins
+    assert isinstance(board, Scoreboard) and board.states.limit == 7
