@@ -15,6 +15,7 @@ from consumers._lanes import _Lane
 from consumers._latejoin import ReplayerWatch, StatusDiscovery, subscribe_exact
 from consumers._memory import _SWEEP_EVERY, _Memory
 from events import (
+    MAX_MATCH_ID,
     DecodeError,
     Event,
     Message,
@@ -69,11 +70,12 @@ class _Intake(_Memory):
         parsed = self._parsed.get(message.topic)
         if parsed is None:
             parsed = self.topics.parse(message.topic) or _NOT_OURS
-            if len(self._parsed) >= self._parsed_cap:
-                # Full, mostly of matches gone (a flood of made-up ids): start afresh, so
-                # the live matches' topics are cached again and the dead ones' freed.
-                self._parsed.clear()
-            self._parsed[message.topic] = parsed
+            if len(parsed[1]) <= MAX_MATCH_ID:  # not a topic of 64 KiB, kept 4 x limit times
+                if len(self._parsed) >= self._parsed_cap:
+                    # Full, mostly of matches gone (a flood of made-up ids): start afresh, so
+                    # the live matches' topics are cached again and the dead ones' freed.
+                    self._parsed.clear()
+                self._parsed[message.topic] = parsed
         if parsed[0] not in _MATCH_TOPICS:
             if parsed[0] == "status" and parsed[1] in self.replayers:
                 self._on_status(message, parsed[1])
@@ -87,18 +89,20 @@ class _Intake(_Memory):
             if kind == "state":
                 snapshot = decode_state(message.payload, topic=message.topic)
                 self._check_topic(snapshot.match_id, match_id, message)
-                lane = self._lanes.get(match_id) or self._lane(match_id)
-                lane.active = stats.received
-                if snapshot.run > lane.seq.run:
+                known = self._lanes.get(match_id)
+                if snapshot.run > self._run_of(match_id, known):
                     self._check_run(snapshot.run, message)
+                lane = known or self._lane(match_id)
+                lane.active = stats.received
                 self._enqueue(lane, lane.seq.on_snapshot(snapshot, retained=message.retain))
             else:
                 event = decode_event(message.payload, topic=message.topic)
                 if event.match_id != match_id:
                     self._check_topic(event.match_id, match_id, message)
-                lane = self._lanes.get(match_id) or self._lane(match_id)
+                known = self._lanes.get(match_id)
+                self._check_seq(known, event, message)
+                lane = known or self._lane(match_id)
                 lane.active = stats.received
-                self._check_seq(lane, event, message)
                 self._enqueue(lane, lane.seq.on_event(event))
                 if lane.resync_asked or lane.seq.resync_from is not None:
                     self._ask_for_snapshot(lane)
@@ -165,14 +169,23 @@ class _Intake(_Memory):
                 payload=message.payload,
             )
 
-    def _check_seq(self, lane: _Lane, event: Event, message: Message) -> None:
-        seq = lane.seq
-        if event.run != seq.run:
-            if event.run < seq.run:
+    def _run_of(self, match_id: str, lane: _Lane | None) -> int:
+        """The run ``match_id`` is in: its lane's, else the one a lane made now would start
+        in (an ended run remembered, else 0)."""
+        return lane.seq.run if lane is not None else self._ended_runs.get(match_id, 0)
+
+    def _check_seq(self, lane: _Lane | None, event: Event, message: Message) -> None:
+        """Refuse an implausible run or seq, before a lane is made for a match new to us: a
+        rejected message keeps nothing of its match (a flood of them on made-up ids would
+        otherwise fill the match limit and evict the real matches)."""
+        run = self._run_of(event.match_id, lane)
+        if event.run != run:
+            if event.run < run:
                 return  # an older run's: the sequencer drops it as stale
             self._check_run(event.run, message)
         # A newer run starts from nothing: its seqs are measured from 0.
-        last = seq.state.last_seq if seq.state is not None and event.run == seq.run else 0
+        state = lane.seq.state if lane is not None else None
+        last = state.last_seq if state is not None and event.run == run else 0
         if event.seq > last + self.max_seq_jump:
             raise DecodeError(
                 f"seq {event.seq} is implausibly far past {last} (limit "

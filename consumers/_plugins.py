@@ -284,6 +284,7 @@ def _build(
     label: str,
     options: Mapping[str, str],
     environ: Mapping[str, str],
+    defaults: Mapping[str, object],
 ) -> object:
     params = _parameters(factory)
     unknown = sorted(set(options) - set(params))
@@ -295,6 +296,9 @@ def _build(
         env = _env_name(label, name)
         raw = options.get(name, environ.get(env))
         if raw is None:
+            if name in defaults:
+                kwargs[name] = defaults[name]
+                continue
             if param.default is param.empty:
                 raise PluginError(
                     plugin, f"needs option {name} (--opt {label}.{name}=VALUE or ${env})"
@@ -319,6 +323,7 @@ def load_plugin(
     options: Mapping[str, str] | None = None,
     *,
     environ: Mapping[str, str] | None = None,
+    defaults: Mapping[str, object] | None = None,
 ) -> Subscriber:
     """The subscriber ``spec`` names (see the module docstring), built with ``options``.
 
@@ -326,6 +331,9 @@ def load_plugin(
         spec: ``module:attribute``, a path to a ``.py`` file, or an entry point name.
         options: ``{key: value}`` strings for a plug-in that is a class or function.
         environ: where ``MATCHCAST_<LABEL>_<KEY>`` options are looked up; none by default.
+        defaults: values for the parameters a class or function has that no option or
+            environment variable sets: ``consume`` gives its ``max_matches``, so a plug-in
+            that keeps something per match (the scoreboard) is bounded like the runner.
 
     Raises:
         PluginError: it cannot be found, imported or built, or is not a subscriber; the
@@ -335,7 +343,7 @@ def load_plugin(
     obj = _resolve(spec)
     if _is_factory(obj):
         factory = typing.cast(Callable[..., object], obj)
-        obj = _build(factory, spec, plugin_label(spec), options, environ or {})
+        obj = _build(factory, spec, plugin_label(spec), options, environ or {}, defaults or {})
     elif options:
         raise PluginError(
             spec,

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EVENT_MODELS",
     "GOAL_METHOD_NAMES",
+    "MAX_MATCH_ID",
     "ON_TARGET",
     "SCHEMA_VERSION",
     "BaseEvent",
@@ -89,11 +90,14 @@ RunId = Annotated[
 #: Version of the wire schema, ``MAJOR.MINOR``. See docs/wire-format.md for the rule.
 SCHEMA_VERSION = "1.4"
 
+#: The longest match id taken: one topic level (consumers cache no topic with a longer one).
+MAX_MATCH_ID = 64
+
 MatchId = Annotated[
     str,
     Field(
         min_length=1,
-        max_length=64,
+        max_length=MAX_MATCH_ID,
         pattern=r"^[a-z0-9][a-z0-9_.-]*$",
         description="Lower-case slug; safe in a topic level (no '/', '+', '#')",
     ),

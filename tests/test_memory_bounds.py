@@ -84,3 +84,68 @@ async def test_the_runner_s_topic_cache_is_bounded_by_its_match_limit() -> None:
         assert len(runner._parsed) <= 40
     finally:
         await runner.close(abandon=True)
+
+
+async def test_a_rejected_message_keeps_nothing_of_its_match() -> None:
+    """A flood of rejected messages on made-up match ids (a seq far past 0, a run starting in a
+    week) is refused before a lane is made: it fills no place under the match limit, so it
+    evicts no real match."""
+    import time
+
+    from consumers import Runner
+    from events import Message, Topics, encode_event, encode_state
+
+    topics = Topics("mctest-rejected")
+    runner = Runner([], topics=topics, max_matches=10)
+    await runner.start()
+    try:
+        real, _ = _kickoff("real")
+        await runner.feed(Message(topics.events("real"), encode_event(real), 1))
+        week = int(time.time() * 1000) + 7 * 24 * 3600 * 1000
+        for i in range(100):
+            event, _ = _kickoff(f"bad{i}")
+            far = event.model_copy(update={"seq": 999_999})
+            await runner.feed(Message(topics.events(f"bad{i}"), encode_event(far), 1))
+            state = apply(MatchState.new(f"bad{i}"), event).model_copy(update={"run": week})
+            await runner.feed(Message(topics.state(f"bad{i}"), encode_state(state), 1))
+        await runner.join()
+        assert runner.stats.rejected == 200
+        assert list(runner._lanes) == ["real"]
+        assert runner.stats.evicted == 0
+    finally:
+        await runner.close(abandon=True)
+
+
+async def test_the_runner_caches_no_topic_whose_id_is_no_match_id() -> None:
+    """A topic level may be 64 KiB long: the topic cache (4 entries a tracked match) held every
+    such topic and its id until full, 12 GB at the default limit, with no match tracked."""
+    from consumers import Runner
+    from events import MAX_MATCH_ID, Message, Topics, encode_event
+
+    topics = Topics("mctest-longtopic")
+    runner = Runner([], topics=topics, max_matches=10)
+    await runner.start()
+    try:
+        for i in range(30):
+            match_id = f"m{i}-".ljust(10_000, "z")
+            event, _ = _kickoff("m")
+            await runner.feed(Message(topics.events(match_id), encode_event(event), 1))
+        event, _ = _kickoff("real")
+        await runner.feed(Message(topics.events("real"), encode_event(event), 1))
+        await runner.join()
+        assert runner.stats.rejected == 30  # a match id longer than MAX_MATCH_ID is refused
+        assert list(runner._parsed) == [topics.events("real")]
+        assert all(len(topic) < MAX_MATCH_ID + 40 for topic in runner._parsed)
+    finally:
+        await runner.close(abandon=True)
+
+
+def test_consume_s_scoreboard_keeps_as_many_matches_as_the_runner() -> None:
+    """``consume scoreboard --max-matches 10000`` kept 50,000 states in the scoreboard (its
+    own default), so RSS grew across floods until 50,000 and a tracked match cost 17 KB."""
+    from matchcast.cli.consume import _load
+
+    (board,) = _load(["scoreboard"], [], 123)
+    assert isinstance(board, Scoreboard) and board.states.limit == 123
+    (board,) = _load(["scoreboard"], ["scoreboard.max_matches=7"], 123)  # an option wins
+    assert isinstance(board, Scoreboard) and board.states.limit == 7

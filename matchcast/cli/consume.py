@@ -240,7 +240,7 @@ def consume(
     )
     topics = parse_topics(root)
     replayers = replayer_ids(replayer)
-    subscribers = _load(plugins, opt or [])
+    subscribers = _load(plugins, opt or [], max_matches)
     if session and client_id is None:
         client_id = _session_client_id(subscribers)
     runner = Runner(
@@ -299,14 +299,15 @@ def consume(
     run(go)
 
 
-def _load(specs: Sequence[str], options: Sequence[str]) -> list[Subscriber]:
+def _load(specs: Sequence[str], options: Sequence[str], max_matches: int) -> list[Subscriber]:
     # Like ``python -m``: modules in the current directory can be named as module:attribute.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         per_plugin = split_options(specs, options)
         subs = [
-            load_plugin(spec, opts, environ=os.environ)
+            # A plug-in with a max_matches parameter keeps as many matches as the runner.
+            load_plugin(spec, opts, environ=os.environ, defaults={"max_matches": max_matches})
             for spec, opts in zip(specs, per_plugin, strict=True)
         ]
     except PluginError as err:
