@@ -4,8 +4,12 @@ of growing for ever (RSS across floods: ``benchmarks/memory_flood.py``)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
+import uuid
 
+import pytest
 from rich.console import Console
 from structlog.testing import capture_logs
 
@@ -14,6 +18,7 @@ from consumers.scoreboard import KEEP_LINES
 from consumers.terminal import MAX_BOARDS, TerminalView
 from consumers.ticker import Ticker
 from events import Event, MatchState, apply
+from matchcast.transport.connection import BrokerURL
 from matchcast.web import Hub
 from simulator import expand, resolve_matches
 
@@ -149,3 +154,32 @@ def test_consume_s_scoreboard_keeps_as_many_matches_as_the_runner() -> None:
     assert isinstance(board, Scoreboard) and board.states.limit == 123
     (board,) = _load(["scoreboard"], ["scoreboard.max_matches=7"], 123)  # an option wins
     assert isinstance(board, Scoreboard) and board.states.limit == 7
+
+
+@pytest.mark.mosquitto
+async def test_an_aiomqtt_reader_keeps_a_bounded_queue_of_unread_messages(
+    mosquitto_url: BrokerURL,
+) -> None:
+    """aiomqtt queued every message received and not yet read, without limit: a flood piled
+    up 130 to 250 MB in ``watch`` and ``web`` whatever their match limit. Past the bound a
+    message is dropped and counted (one ``broker.messages_dropped`` line a second)."""
+    from matchcast.transport.mqtt import MqttClient
+
+    topic = f"mctest-queue-{uuid.uuid4().hex[:8]}/x"
+    with capture_logs() as logs:
+        async with (
+            MqttClient(mosquitto_url, max_queued_incoming=5) as reader,
+            MqttClient(mosquitto_url) as writer,
+        ):
+            await reader.subscribe(topic, qos=0)
+            for i in range(50):
+                await writer.publish(topic, str(i).encode(), qos=1)
+            await asyncio.sleep(0.5)  # all 50 reached the reader, which read none
+            got: list[bytes] = []
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    async for message in reader.messages():
+                        got.append(message.payload)
+    assert 5 <= len(got) <= 6, len(got)  # the bound, and one the reader had already taken
+    dropped = [e for e in logs if e["event"] == "broker.messages_dropped"]
+    assert dropped and dropped[0]["dropped"] >= 1

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import ssl
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from types import TracebackType
@@ -62,6 +64,37 @@ from matchcast.transport.failover import (
 __all__ = ["V5_CONNACK_TIMEOUT", "MqttClient"]
 
 _log = structlog.get_logger("matchcast.mqtt")
+
+#: Messages an aiomqtt connection holds received but not yet read; past it each new one is
+#: dropped (``broker.messages_dropped``, a consumer repairs the gap from the next snapshot).
+#: Unbounded, a flood of new match ids piled up unread in ``watch`` and ``web``: 130 to 250 MB
+#: whatever their match limit.
+MAX_QUEUED_INCOMING = 10_000
+
+
+class _DroppedMessages(logging.Filter):
+    """aiomqtt logs each message it drops from a full queue: counted instead, and said at most
+    once a second as ``broker.messages_dropped`` (a flood would log a line per message)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropped = 0
+        self._said_at = 0.0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Message queue is full"):
+            return True
+        self.dropped += 1
+        now = time.monotonic()
+        if now - self._said_at >= 1.0:
+            self._said_at = now
+            _log.warning("broker.messages_dropped", dropped=self.dropped, queue=MAX_QUEUED_INCOMING)
+        return False
+
+
+#: On aiomqtt's logger (``mqtt``, which paho logs through too: see matchcast/logs.py).
+_DROPPED = _DroppedMessages()
+logging.getLogger("mqtt").addFilter(_DROPPED)
 
 #: (host, port) -> whether the broker accepted MQTT 5, learnt on the first connection.
 _V5_SUPPORT: dict[tuple[str, int], bool] = {}
@@ -134,6 +167,7 @@ class MqttClient:
         connack_timeout: float = V5_CONNACK_TIMEOUT,
         failover_timeout: float = FAILOVER_CONNECT_TIMEOUT,
         max_inflight: int = 100,
+        max_queued_incoming: int = MAX_QUEUED_INCOMING,
         tls_context: ssl.SSLContext | None = None,
         backoff_initial: float = 0.1,
         backoff_max: float = 5.0,
@@ -175,6 +209,7 @@ class MqttClient:
         #: The connect wait of the attempt under way (:attr:`Attempt.timeout`).
         self._attempt_timeout = connect_timeout
         self._max_inflight = max_inflight
+        self._max_queued_incoming = max_queued_incoming
         try:
             self._tls = [tls_context if tls_context is not None else u.context() for u in self.urls]
         except ValueError as err:
@@ -220,6 +255,7 @@ class MqttClient:
             ),
             keepalive=self._keepalive,
             max_inflight_messages=self._max_inflight,
+            max_queued_incoming_messages=self._max_queued_incoming,
             properties=connect_properties(self._session_expiry) if v5 else None,
             tls_context=self._tls[index],
             **kwargs,
