@@ -72,6 +72,8 @@ from events._quote import (
     validation_problems,
 )
 from events._state import (
+    KEEP_CARDS,
+    KEEP_GOALS,
     CardRecord,
     GoalRecord,
     MatchState,
@@ -109,6 +111,8 @@ __all__ = [
     "CONTENT_TYPE",
     "DEFAULT_ROOT",
     "END_OF_PLAY",
+    "KEEP_CARDS",
+    "KEEP_GOALS",
     "LAST_MINUTE",
     "LOAD_ROOT",
     "MAX_COMMAND_BYTES",

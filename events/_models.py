@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, ClassVar, Literal, get_args
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter
 
 from events._clock import MatchClock, Period
 from events._facts import GOAL_METHOD_NAMES, Said, describer, recalled_goal
@@ -34,17 +34,24 @@ if TYPE_CHECKING:
 __all__ = [
     "EVENT_MODELS",
     "GOAL_METHOD_NAMES",
+    "MAX_EVENT_ID",
     "MAX_MATCH_ID",
+    "MAX_NAME",
+    "MAX_TEXT",
     "ON_TARGET",
     "SCHEMA_VERSION",
     "BaseEvent",
     "BodyPart",
     "Card",
+    "ClippedId",
+    "ClippedName",
+    "ClippedText",
     "ClockTick",
     "Commentary",
     "Corner",
     "Event",
     "EventAdapter",
+    "EventId",
     "Example",
     "Foul",
     "FullTime",
@@ -54,6 +61,7 @@ __all__ = [
     "KickOff",
     "MatchId",
     "MatchInfo",
+    "Name",
     "Offside",
     "PenaltyAwarded",
     "PeriodEnd",
@@ -102,6 +110,42 @@ MatchId = Annotated[
         description="Lower-case slug; safe in a topic level (no '/', '+', '#')",
     ),
 ]
+
+# ---------------------------------------------------------------- free text: how long it may be
+
+#: The longest name a field holds: a team's or a player's. The longest in the repo's data is 38
+#: characters (StatsBomb's "Arthur Henrique Ramos de Oliveira Melo"); FIFA's longest official
+#: names are under 60.
+MAX_NAME = 100
+#: The longest free text a field holds: a match info field (competition, stage, venue, city),
+#: a goal's detail, a reason. The longest in the repo's data is 66 characters (a goal's detail).
+MAX_TEXT = 200
+#: The longest id of an event a later one names (a goal's, a shot's, a foul's): StatsBomb's
+#: UUIDs are 36 characters, the bundled matches' ids under 20.
+MAX_EVENT_ID = 64
+
+
+def _clipped_to(limit: int) -> AfterValidator:
+    """Keeps the first ``limit`` characters: for the free text of released versions."""
+    return AfterValidator(lambda text: text[:limit])
+
+
+#: A name in a field new in 1.4: one past :data:`MAX_NAME` is refused (the message is invalid).
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+#: A name in a field of a released version (1.0-1.3): a reader must accept what they allowed
+#: (docs/wire-format.md, "Versioning": a tighter constraint is a major change), so a longer
+#: one is read, and cut to :data:`MAX_NAME` characters: what is kept per match stays bounded
+#: (a 60 KB team name made a tracked match cost 280 KB).
+ClippedName = Annotated[str, _clipped_to(MAX_NAME)]
+#: An event's id in a field new in 1.4 (``shot_id``, ``foul_id``): a longer one is refused.
+EventId = Annotated[str, Field(min_length=1, max_length=MAX_EVENT_ID)]
+#: ``goal_id`` (1.0): read at any length, as :data:`ClippedName`, and cut to
+#: :data:`MAX_EVENT_ID` characters (the goal and its ``goal_disallowed`` are cut alike).
+ClippedId = Annotated[str, _clipped_to(MAX_EVENT_ID)]
+#: Free text in a field of a released version, cut to :data:`MAX_TEXT` characters (as
+#: :data:`ClippedName`).
+ClippedText = Annotated[str, _clipped_to(MAX_TEXT)]
+
 TeamCode = Annotated[
     str, Field(pattern=r"^[A-Z0-9]{2,5}$", description="FIFA code or short club code: ARG, ENG")
 ]
@@ -118,16 +162,16 @@ class TeamRef(_Frozen):
     """A team as events name it."""
 
     code: TeamCode
-    name: str = Field(min_length=1)
+    name: ClippedName = Field(min_length=1)
 
 
 class MatchInfo(_Frozen):
     """What the match file says about the match: competition, stage, venue, kickoff (1.2)."""
 
-    competition: str | None = Field(default=None, description="FIFA World Cup 2026")
-    stage: str | None = Field(default=None, description="Semi-final, Group B, ...")
-    venue: str | None = Field(default=None, description="Stadium: Mercedes-Benz Stadium")
-    city: str | None = Field(default=None, description="The venue's city: Atlanta")
+    competition: ClippedText | None = Field(default=None, description="FIFA World Cup 2026")
+    stage: ClippedText | None = Field(default=None, description="Semi-final, Group B, ...")
+    venue: ClippedText | None = Field(default=None, description="Stadium: Mercedes-Benz Stadium")
+    city: ClippedText | None = Field(default=None, description="The venue's city: Atlanta")
     date: dt.date | None = Field(default=None, description="Kickoff date, local to the venue")
     kickoff: AwareDatetime | None = Field(
         default=None,
@@ -275,15 +319,16 @@ class Goal(BaseEvent):
     """A goal, with the score after it."""
 
     type: Literal["goal"] = "goal"
-    goal_id: str = Field(min_length=1, description="Stable id; a GoalDisallowed names it")
+    goal_id: ClippedId = Field(min_length=1, description="Stable id; a GoalDisallowed names it")
     team: TeamCode = Field(description="The team credited with the goal")
-    scorer: str = Field(min_length=1)
+    scorer: ClippedName = Field(min_length=1)
     method: GoalMethod | None = Field(default=None, description="How it was scored, where known")
-    detail: str | None = Field(default=None, description="Free text: 'header from five yards'")
+    detail: ClippedText | None = Field(
+        default=None, description="Free text: 'header from five yards'"
+    )
     score: Score = Field(description="Score after the goal")
-    shot_id: str | None = Field(
+    shot_id: EventId | None = Field(
         default=None,
-        min_length=1,
         description=(
             "The shot (outcome goal) it came from; none for an own goal, or where the feed "
             "carries no shots (1.4)"
@@ -319,9 +364,9 @@ class GoalDisallowed(BaseEvent):
     )
 
     type: Literal["goal_disallowed"] = "goal_disallowed"
-    goal_id: str = Field(min_length=1, description="The goal_id of the retracted Goal")
+    goal_id: ClippedId = Field(min_length=1, description="The goal_id of the retracted Goal")
     team: TeamCode
-    reason: str | None = None
+    reason: ClippedText | None = None
     score: Score = Field(description="Score after the retraction")
 
 
@@ -345,10 +390,10 @@ class Card(BaseEvent):
 
     type: Literal["card"] = "card"
     team: TeamCode
-    player: str = Field(min_length=1)
+    player: ClippedName = Field(min_length=1)
     card: Literal["yellow", "second_yellow", "red"]
-    foul_id: str | None = Field(
-        default=None, min_length=1, description="The foul it punished, where there is one (1.4)"
+    foul_id: EventId | None = Field(
+        default=None, description="The foul it punished, where there is one (1.4)"
     )
 
 
@@ -364,8 +409,8 @@ class Substitution(BaseEvent):
 
     type: Literal["substitution"] = "substitution"
     team: TeamCode
-    player_off: str = Field(min_length=1)
-    player_on: str = Field(min_length=1)
+    player_off: ClippedName = Field(min_length=1)
+    player_on: ClippedName = Field(min_length=1)
 
 
 class ShootoutKick(BaseEvent):
@@ -385,7 +430,7 @@ class ShootoutKick(BaseEvent):
 
     type: Literal["shootout_kick"] = "shootout_kick"
     team: TeamCode
-    taker: str = Field(min_length=1)
+    taker: ClippedName = Field(min_length=1)
     scored: bool
     shootout: Score
 
@@ -417,7 +462,7 @@ class ReplayStopped(BaseEvent):
     reason: Literal["interrupted", "error"] = Field(
         description="interrupted: Ctrl-C or SIGTERM; error: the replayer failed"
     )
-    detail: str | None = Field(default=None, description="What failed, for a person")
+    detail: ClippedText | None = Field(default=None, description="What failed, for a person")
 
 
 #: What a VAR review checked: the four situations the video assistant referee may review.
@@ -455,10 +500,12 @@ class VarReview(BaseEvent):
 
     type: Literal["var_review"] = "var_review"
     team: TeamCode = Field(description="The team whose goal, penalty or player is reviewed")
-    player: str | None = Field(default=None, min_length=1, description="The player, where one")
+    player: ClippedName | None = Field(
+        default=None, min_length=1, description="The player, where one"
+    )
     reviewed: VarReviewed = Field(description="What the VAR checked")
     decision: VarDecision = Field(description="The referee's decision after the review")
-    reason: str | None = Field(default=None, description="Why, for a person: 'offside'")
+    reason: ClippedText | None = Field(default=None, description="Why, for a person: 'offside'")
 
 
 # ---------------------------------------------------------------- the full feed (1.4)
@@ -480,9 +527,9 @@ class Shot(BaseEvent):
     style = "shot"
 
     type: Literal["shot"] = "shot"
-    shot_id: str = Field(min_length=1, description="Stable id; a save and a goal name it")
+    shot_id: EventId = Field(description="Stable id; a save and a goal name it")
     team: TeamCode = Field(description="The shooting team")
-    player: str = Field(min_length=1)
+    player: Name
     outcome: ShotOutcome
     xg: float = Field(ge=0, le=1, description="Expected goals: the chance it went in, 0-1")
     body_part: BodyPart | None = Field(default=None, description="What it was struck with")
@@ -501,8 +548,8 @@ class Save(BaseEvent):
 
     type: Literal["save"] = "save"
     team: TeamCode = Field(description="The keeper's team")
-    keeper: str = Field(min_length=1)
-    shot_id: str = Field(min_length=1, description="The shot_id of the shot saved")
+    keeper: Name
+    shot_id: EventId = Field(description="The shot_id of the shot saved")
 
 
 class Corner(BaseEvent):
@@ -513,7 +560,7 @@ class Corner(BaseEvent):
 
     type: Literal["corner"] = "corner"
     team: TeamCode = Field(description="The team taking the corner")
-    player: str | None = Field(default=None, min_length=1, description="The taker, where known")
+    player: Name | None = Field(default=None, description="The taker, where known")
 
 
 class Foul(BaseEvent):
@@ -524,9 +571,9 @@ class Foul(BaseEvent):
     counted_only = True
 
     type: Literal["foul"] = "foul"
-    foul_id: str = Field(min_length=1, description="Stable id; a card or a penalty names it")
+    foul_id: EventId = Field(description="Stable id; a card or a penalty names it")
     team: TeamCode = Field(description="The team that committed it")
-    player: str | None = Field(default=None, min_length=1, description="Who, where known")
+    player: Name | None = Field(default=None, description="Who, where known")
 
 
 class Offside(BaseEvent):
@@ -537,7 +584,7 @@ class Offside(BaseEvent):
 
     type: Literal["offside"] = "offside"
     team: TeamCode = Field(description="The team caught offside")
-    player: str | None = Field(default=None, min_length=1, description="Who, where known")
+    player: Name | None = Field(default=None, description="Who, where known")
 
 
 class PenaltyAwarded(BaseEvent):
@@ -554,10 +601,8 @@ class PenaltyAwarded(BaseEvent):
 
     type: Literal["penalty_awarded"] = "penalty_awarded"
     team: TeamCode = Field(description="The team that takes it")
-    player: str | None = Field(
-        default=None, min_length=1, description="The player fouled, where known"
-    )
-    foul_id: str | None = Field(default=None, min_length=1, description="The foul it punishes")
+    player: Name | None = Field(default=None, description="The player fouled, where known")
+    foul_id: EventId | None = Field(default=None, description="The foul it punishes")
 
 
 # ---------------------------------------------------------------- the union

@@ -18,9 +18,13 @@ from events._clock import MatchClock, Period
 from events._models import (
     SCHEMA_VERSION,
     Card,
+    ClippedId,
+    ClippedName,
+    ClippedText,
     ClockTick,
     Corner,
     Event,
+    EventId,
     Foul,
     FullTime,
     Goal,
@@ -43,6 +47,8 @@ from events._models import (
 )
 
 __all__ = [
+    "KEEP_CARDS",
+    "KEEP_GOALS",
     "CardRecord",
     "GoalRecord",
     "MatchState",
@@ -57,6 +63,16 @@ __all__ = [
 #: ``stopped`` (1.2): the replay stopped before full time (a ``replay_stopped`` event).
 MatchStatus = Literal["scheduled", "live", "half_time", "break", "finished", "stopped"]
 
+#: The goals a state keeps: the latest, far more than a real match has (the record score of a
+#: first-class match is 36-0, Arbroath, 1885). The score never comes from them (every goal
+#: carries the score after it), so past this a state still has the right score. Without a
+#: bound, a feed of thousands of goals grew a match without end, and copying the list per goal
+#: made the work quadratic (5,000 goals: 95 s of CPU in ``web``). A ``goal_disallowed`` of a
+#: goal no longer kept still sets the score.
+KEEP_GOALS = 64
+#: The cards a state keeps: the latest (a real match has at most about twenty), as for goals.
+KEEP_CARDS = 64
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -65,14 +81,14 @@ class _Frozen(BaseModel):
 class GoalRecord(_Frozen):
     """A goal as the state remembers it."""
 
-    goal_id: str
+    goal_id: ClippedId
     seq: int
     clock: MatchClock
     team: TeamCode
-    scorer: str
+    scorer: ClippedName
     method: GoalMethod | None = None
-    detail: str | None = None
-    shot_id: str | None = Field(default=None, description="The shot it came from (1.4)")
+    detail: ClippedText | None = None
+    shot_id: EventId | None = Field(default=None, description="The shot it came from (1.4)")
 
 
 class CardRecord(_Frozen):
@@ -81,7 +97,7 @@ class CardRecord(_Frozen):
     seq: int
     clock: MatchClock
     team: TeamCode
-    player: str
+    player: ClippedName
     card: Literal["yellow", "second_yellow", "red"]
 
 
@@ -109,6 +125,8 @@ class MatchState(_Frozen):
     """Everything a scoreboard needs, as of ``last_seq``.
 
     Published retained after every event so a late subscriber knows the score at once.
+    Bounded per match: it lists the last :data:`KEEP_GOALS` goals and :data:`KEEP_CARDS`
+    cards at most, and its names and free text are cut (``events._models.MAX_NAME``).
     """
 
     schema_version: str = Field(default=SCHEMA_VERSION, pattern=r"^\d+\.\d+$")
@@ -121,8 +139,12 @@ class MatchState(_Frozen):
     period: Period | None = None
     clock: MatchClock | None = None
     last_seq: int = Field(default=0, ge=0, description="Seq of the last event applied")
-    goals: tuple[GoalRecord, ...] = ()
-    cards: tuple[CardRecord, ...] = ()
+    goals: tuple[GoalRecord, ...] = Field(
+        default=(), description=f"The goals scored, oldest first: the last {KEEP_GOALS} at most"
+    )
+    cards: tuple[CardRecord, ...] = Field(
+        default=(), description=f"The cards shown, oldest first: the last {KEEP_CARDS} at most"
+    )
     possession: dict[TeamCode, float] | None = None
     possession_since: MatchClock | None = Field(
         default=None, description="Start of the stretch the possession shares cover (1.2)"
@@ -139,11 +161,11 @@ class MatchState(_Frozen):
         default_factory=dict,
         description="Live match stats per team, from the full feed; empty without it (1.4)",
     )
-    scoring_shots: dict[str, float] = Field(
+    scoring_shots: dict[EventId, float] = Field(
         default_factory=dict,
         description=(
             "The xg of each shot that went in, by shot_id: what a goal ruled out takes back "
-            "off its team's stats (1.4)"
+            f"off its team's stats (1.4); the last {KEEP_GOALS} at most, as for goals"
         ),
     )
 
@@ -316,7 +338,7 @@ def apply(state: MatchState, event: Event) -> MatchState:
             status = "half_time" if event.clock.period is Period.FIRST_HALF else "break"
             return evolve(state, {**base, "status": status, "score": event.score})
         case Goal():
-            goals = (*state.goals, _goal_record(event))
+            goals = (*state.goals[1 - KEEP_GOALS :], _goal_record(event))
             return evolve(state, {**base, "score": event.score, "goals": goals})
         case GoalDisallowed():
             goals = tuple(g for g in state.goals if g.goal_id != event.goal_id)
@@ -333,7 +355,8 @@ def apply(state: MatchState, event: Event) -> MatchState:
                 },
             )
         case Card():
-            return evolve(state, {**base, "cards": (*state.cards, _card_record(event))})
+            cards = (*state.cards[1 - KEEP_CARDS :], _card_record(event))
+            return evolve(state, {**base, "cards": cards})
         case ShootoutKick():
             return evolve(
                 state, {**base, "shootout": dict(event.shootout), "period": Period.PENALTIES}
@@ -417,7 +440,11 @@ def _shot_counted(state: MatchState, shot: Shot) -> dict[str, object]:
     )
     if shot.outcome != "goal":
         return {"stats": stats}
-    return {"stats": stats, "scoring_shots": {**state.scoring_shots, shot.shot_id: xg}}
+    scoring = dict(state.scoring_shots)
+    if len(scoring) >= KEEP_GOALS:  # its goal is no longer kept either: forget the oldest
+        del scoring[next(iter(scoring))]
+    scoring[shot.shot_id] = xg
+    return {"stats": stats, "scoring_shots": scoring}
 
 
 def _shot_withdrawn(state: MatchState, goal_id: str) -> dict[str, object]:

@@ -34,6 +34,7 @@ def _bad_messages(topics: Topics) -> list[tuple[str, bytes, str]]:
         (events, b" " * (MAX_PAYLOAD_BYTES + 1), "exceeds"),
         (events, json.dumps({**good, "seq": 10**9}).encode(), "implausibly far"),
         (events, json.dumps({**good, "seq": -4}).encode(), "seq"),
+        (events, json.dumps({**good, "shot_id": "s" * 65}).encode(), "at most 64 characters"),
         (
             events,
             json.dumps({**good, "match_id": "other-match"}).encode(),

@@ -183,3 +183,57 @@ async def test_an_aiomqtt_reader_keeps_a_bounded_queue_of_unread_messages(
     assert 5 <= len(got) <= 6, len(got)  # the bound, and one the reader had already taken
     dropped = [e for e in logs if e["event"] == "broker.messages_dropped"]
     assert dropped and dropped[0]["dropped"] >= 1
+
+
+def test_free_text_of_a_match_is_bounded_whatever_its_version() -> None:
+    """A kick_off whose team names and info were 60 KB each made a tracked match cost 130-280 KB.
+    A name in a field 1.4 adds is refused past MAX_NAME; the free text of 1.0-1.3 is read (a
+    minor refuses nothing an earlier one took, docs/wire-format.md) and cut."""
+    import json
+
+    import pytest
+
+    from events import (
+        MAX_EVENT_ID,
+        MAX_NAME,
+        MAX_TEXT,
+        DecodeError,
+        decode_event,
+        decode_state,
+        encode_event,
+        encode_state,
+    )
+    from tests._factories import goal
+
+    huge = "x" * 40_000  # six of them, under MAX_PAYLOAD_BYTES
+    kickoff = json.loads(encode_event(KICKOFF))
+    kickoff["home"]["name"] = kickoff["away"]["name"] = huge
+    kickoff["info"] = dict.fromkeys(("competition", "stage", "venue", "city"), huge)
+    for version in ("1.3", "1.4"):
+        event = decode_event(json.dumps({**kickoff, "schema_version": version}).encode())
+        assert event.type == "kick_off" and event.info is not None
+        assert len(event.home.name) == len(event.away.name) == MAX_NAME
+        assert len(event.info.venue or "") == MAX_TEXT
+    state = apply(MatchState.new(event.match_id), event)
+    scored = json.loads(encode_event(goal(2, 10, "ARG", {"ARG": 1, "ENG": 0}, match_id="m1")))
+    scored.update(match_id=event.match_id, scorer=huge, detail=huge, goal_id=huge)
+    state = apply(state, decode_event(json.dumps(scored).encode()))
+    (kept,) = state.goals
+    assert (len(kept.scorer), len(kept.detail or ""), len(kept.goal_id)) == (
+        MAX_NAME,
+        MAX_TEXT,
+        MAX_EVENT_ID,
+    )
+    assert len(encode_state(state)) < 2_000
+    snapshot = json.loads(encode_state(state))
+    snapshot["home"]["name"] = huge
+    assert decode_state(json.dumps(snapshot).encode()).home.name == "x" * MAX_NAME  # type: ignore[union-attr]
+
+    shot = {**scored, "type": "shot", "shot_id": "s1", "player": "y" * (MAX_NAME + 1)}
+    shot.update(outcome="saved", xg=0.1)
+    for field in ("scorer", "detail", "goal_id", "score", "method"):
+        shot.pop(field, None)
+    with pytest.raises(DecodeError, match=f"player: String should have at most {MAX_NAME}"):
+        decode_event(json.dumps(shot).encode())
+    with pytest.raises(DecodeError, match=f"shot_id: String should have at most {MAX_EVENT_ID}"):
+        decode_event(json.dumps({**shot, "player": "y", "shot_id": huge}).encode())

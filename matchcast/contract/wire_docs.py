@@ -28,6 +28,11 @@ from pydantic import BaseModel
 from events import (
     CONTENT_TYPE,
     EVENT_MODELS,
+    KEEP_CARDS,
+    KEEP_GOALS,
+    MAX_EVENT_ID,
+    MAX_NAME,
+    MAX_TEXT,
     SCHEMA_VERSION,
     BaseEvent,
     ControlCommand,
@@ -286,6 +291,25 @@ def _versioning() -> list[str]:
         "A 1.3 reader skips the six new event types (counted in `unknown_skipped`, not "
         "dead-lettered) and ignores `shot_id`, `foul_id`, `stats` and `scoring_shots`: it sees "
         "the lean feed.",
+        "",
+        *_bounds(),
+    ]
+
+
+def _bounds() -> list[str]:
+    """What 1.4 bounds, and why a field of a released version is cut rather than refused."""
+    return [
+        f"Free text has a bound from 1.4, so what a reader keeps of a match is bounded: a name "
+        f"in a field 1.4 adds (the player of a `shot`, `corner`, `foul`, `offside` or "
+        f"`penalty_awarded`, the keeper of a `save`) is at most {MAX_NAME} characters, a "
+        f"`shot_id` or `foul_id` at most {MAX_EVENT_ID}, and a longer one is refused "
+        f"(`message.rejected`, dead-lettered). The free text of the fields of 1.0-1.3 (team "
+        f"names, `info`, a scorer, a card's player, a goal's `detail`, a reason, ...) and "
+        f"`goal_id` are read at any length, since a minor version refuses nothing an earlier "
+        f"one took, and cut to their first {MAX_NAME} characters (a name), {MAX_EVENT_ID} "
+        f"(`goal_id`) or {MAX_TEXT} (other text). A state snapshot lists the last "
+        f"{KEEP_GOALS} goals and the last {KEEP_CARDS} cards at most; its `score` comes from "
+        "the events, so it stays right.",
     ]
 
 
