@@ -37,6 +37,7 @@ __all__ = [
     "MAX_EVENT_ID",
     "MAX_MATCH_ID",
     "MAX_NAME",
+    "MAX_TEAMS",
     "MAX_TEXT",
     "ON_TARGET",
     "SCHEMA_VERSION",
@@ -151,6 +152,11 @@ TeamCode = Annotated[
 ]
 #: Goals per team, keyed by team code.
 Score = dict[TeamCode, Annotated[int, Field(ge=0)]]
+#: The teams a map keyed by team code holds in a state (score, possession, shoot-out, stats):
+#: a match has two. A map of a released version's field (1.0-1.3) is read at any size and
+#: cut to them where kept (``events._state``); one 1.4 adds (``stats``) refuses more. Without
+#: a bound, one 256 KiB payload's thousands of team codes were kept for the match.
+MAX_TEAMS = 2
 GoalMethod = Literal["open_play", "header", "penalty", "free_kick", "own_goal"]
 
 

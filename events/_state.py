@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from events._clock import MatchClock, Period
 from events._models import (
+    MAX_TEAMS,
     SCHEMA_VERSION,
     Card,
     ClippedId,
@@ -126,7 +127,9 @@ class MatchState(_Frozen):
 
     Published retained after every event so a late subscriber knows the score at once.
     Bounded per match: it lists the last :data:`KEEP_GOALS` goals and :data:`KEEP_CARDS`
-    cards at most, and its names and free text are cut (``events._models.MAX_NAME``).
+    cards at most, its names and free text are cut (``events._models.MAX_NAME``), and its
+    maps keyed by team code (score, possession, shoot-out, stats) hold two teams at most
+    (``events._models.MAX_TEAMS``).
     """
 
     schema_version: str = Field(default=SCHEMA_VERSION, pattern=r"^\d+\.\d+$")
@@ -159,15 +162,37 @@ class MatchState(_Frozen):
     )
     stats: dict[TeamCode, TeamStats] = Field(
         default_factory=dict,
-        description="Live match stats per team, from the full feed; empty without it (1.4)",
+        max_length=MAX_TEAMS,
+        description=(
+            "Live match stats per team, from the full feed; empty without it (1.4); "
+            f"{MAX_TEAMS} teams at most"
+        ),
     )
     scoring_shots: dict[EventId, float] = Field(
         default_factory=dict,
+        max_length=KEEP_GOALS,
         description=(
             "The xg of each shot that went in, by shot_id: what a goal ruled out takes back "
             f"off its team's stats (1.4); the last {KEEP_GOALS} at most, as for goals"
         ),
     )
+
+    @model_validator(mode="after")
+    def _bounded(self) -> MatchState:
+        """Cuts what a snapshot's fields of 1.0-1.3 hold past the bounds: they are read at
+        any size (docs/wire-format.md: a minor version refuses nothing an earlier one took),
+        but a state keeps the last goals and cards, and two teams' score, possession and
+        shoot-out. The fields 1.4 adds refuse more instead (``max_length`` above)."""
+        fields = self.__dict__
+        for name in ("score", "possession", "shootout"):
+            entries = fields[name]
+            if entries is not None and len(entries) > MAX_TEAMS:
+                fields[name] = of_the_teams(self, entries)
+        if len(self.goals) > KEEP_GOALS:
+            fields["goals"] = self.goals[-KEEP_GOALS:]
+        if len(self.cards) > KEEP_CARDS:
+            fields["cards"] = self.cards[-KEEP_CARDS:]
+        return self
 
     @classmethod
     def new(
@@ -209,6 +234,26 @@ class MatchState(_Frozen):
         if self.status == "break":
             return "BREAK"
         return f"{self.clock.period.short} {self.clock.label}"
+
+
+V = TypeVar("V")
+
+
+def of_the_teams(state: MatchState, entries: dict[str, V]) -> dict[str, V]:
+    """``entries`` (a map keyed by team code: a score, possession shares) as a state keeps it:
+    :data:`MAX_TEAMS` teams at most, the home and away teams' where known, else the first.
+
+    A real feed names the two teams only; a hostile one may name thousands in one payload,
+    which a state would otherwise keep for the match. ``entries`` itself when within bounds.
+    """
+    if len(entries) <= MAX_TEAMS:
+        return entries
+    kept = {t.code: entries[t.code] for t in (state.home, state.away) if t and t.code in entries}
+    for code, value in entries.items():
+        if len(kept) >= MAX_TEAMS:
+            break
+        kept.setdefault(code, value)
+    return kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,20 +381,22 @@ def apply(state: MatchState, event: Event) -> MatchState:
             )
         case PeriodEnd():
             status = "half_time" if event.clock.period is Period.FIRST_HALF else "break"
-            return evolve(state, {**base, "status": status, "score": event.score})
+            score = of_the_teams(state, event.score)
+            return evolve(state, {**base, "status": status, "score": score})
         case Goal():
             goals = (*state.goals[1 - KEEP_GOALS :], _goal_record(event))
-            return evolve(state, {**base, "score": event.score, "goals": goals})
+            score = of_the_teams(state, event.score)
+            return evolve(state, {**base, "score": score, "goals": goals})
         case GoalDisallowed():
             goals = tuple(g for g in state.goals if g.goal_id != event.goal_id)
-            changes = {**base, "score": event.score, "goals": goals}
+            changes = {**base, "score": of_the_teams(state, event.score), "goals": goals}
             return evolve(state, changes | _shot_withdrawn(state, event.goal_id))
         case Possession():
             return evolve(
                 state,
                 {
                     **base,
-                    "possession": dict(event.share),
+                    "possession": dict(of_the_teams(state, event.share)),
                     "possession_since": event.since,
                     "possession_until": event.clock,
                 },
@@ -358,17 +405,16 @@ def apply(state: MatchState, event: Event) -> MatchState:
             cards = (*state.cards[1 - KEEP_CARDS :], _card_record(event))
             return evolve(state, {**base, "cards": cards})
         case ShootoutKick():
-            return evolve(
-                state, {**base, "shootout": dict(event.shootout), "period": Period.PENALTIES}
-            )
+            shootout = dict(of_the_teams(state, event.shootout))
+            return evolve(state, {**base, "shootout": shootout, "period": Period.PENALTIES})
         case FullTime():
             return evolve(
                 state,
                 {
                     **base,
                     "status": "finished",
-                    "score": event.score,
-                    "shootout": event.shootout,
+                    "score": of_the_teams(state, event.score),
+                    "shootout": event.shootout and of_the_teams(state, event.shootout),
                     "winner": event.winner,
                 },
             )
@@ -412,23 +458,39 @@ def _changed(line: TeamStats, changes: dict[str, object]) -> TeamStats:
     return new
 
 
-def _team_stats(state: MatchState, team: str) -> tuple[dict[str, TeamStats], TeamStats]:
-    """A copy of the stats, with both teams (and ``team``) in it, and ``team``'s line."""
-    stats = dict(state.stats)
-    for code in (*(t.code for t in (state.home, state.away) if t), team):
-        if code not in stats:
-            stats[code] = _NONE_YET
+def _team_stats(state: MatchState, team: str) -> tuple[dict[str, TeamStats], TeamStats] | None:
+    """A copy of the stats, with both teams (and ``team``) in it, and ``team``'s line; None
+    for a team the state keeps no stats of: neither team once both are known, a third one
+    before (:data:`MAX_TEAMS`: a feed of thousands of team codes must not grow the match)."""
+    teams = tuple(t.code for t in (state.home, state.away) if t)
+    if len(teams) == MAX_TEAMS:
+        if team not in teams:
+            return None
+        stats = {code: state.stats.get(code, _NONE_YET) for code in teams}
+    else:
+        stats = dict(state.stats)
+        for code in (*teams, team):
+            if code not in stats and len(stats) < MAX_TEAMS:
+                stats[code] = _NONE_YET
+        if team not in stats:
+            return None
     return stats, stats[team]
 
 
 def _counted(state: MatchState, team: str, stat: str, by: int = 1) -> dict[str, object]:
-    stats, line = _team_stats(state, team)
+    found = _team_stats(state, team)
+    if found is None:
+        return {}
+    stats, line = found
     stats[team] = _changed(line, {stat: getattr(line, stat) + by})
     return {"stats": stats}
 
 
 def _shot_counted(state: MatchState, shot: Shot) -> dict[str, object]:
-    stats, line = _team_stats(state, shot.team)
+    found = _team_stats(state, shot.team)
+    if found is None:
+        return {}
+    stats, line = found
     xg = round(shot.xg, _XG_PLACES)
     stats[shot.team] = _changed(
         line,

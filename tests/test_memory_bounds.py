@@ -237,3 +237,51 @@ def test_free_text_of_a_match_is_bounded_whatever_its_version() -> None:
         decode_event(json.dumps(shot).encode())
     with pytest.raises(DecodeError, match=f"shot_id: String should have at most {MAX_EVENT_ID}"):
         decode_event(json.dumps({**shot, "player": "y", "shot_id": huge}).encode())
+
+
+def test_team_keyed_maps_of_a_match_hold_two_teams_whatever_its_version() -> None:
+    """One 256 KiB payload can name thousands of team codes: a goal's score, a snapshot's score,
+    possession and shoot-out were kept whole (MAX_TEAMS). The maps of 1.0-1.3 are read and cut
+    to the home and away teams'; ``stats`` and ``scoring_shots`` (1.4) refuse more."""
+    import json
+
+    import pytest
+
+    from events import MAX_TEAMS, DecodeError, decode_event, decode_state, encode_state
+    from tests._factories import goal
+
+    assert MAX_TEAMS == 2
+    many = {f"T{i:04d}": 1 for i in range(5_000)}  # before the two teams: they are not first
+    state = apply(MatchState.new("m1"), KICKOFF.model_copy(update={"match_id": "m1"}))
+    home, away = state.home.code, state.away.code  # type: ignore[union-attr]
+    scored = json.loads(goal(2, 10, home, {}, match_id="m1").model_dump_json())
+    scored["score"] = {**many, home: 1, away: 0}
+    for version in ("1.3", "1.4"):
+        event = decode_event(json.dumps({**scored, "schema_version": version}).encode())
+        after = apply(state, event)
+        assert after.score == {home: 1, away: 0}
+        assert len(encode_state(after)) < 2_000
+
+    snapshot = json.loads(encode_state(after))
+    snapshot.update(
+        score={**many, away: 0, home: 1},
+        possession={**many, home: 60.0, away: 40.0},
+        shootout={**many, home: 3},
+    )
+    for version in ("1.3", "1.4"):
+        kept = decode_state(json.dumps({**snapshot, "schema_version": version}).encode())
+        assert kept.score == {home: 1, away: 0}
+        assert kept.possession == {home: 60.0, away: 40.0}
+        assert kept.shootout is not None and len(kept.shootout) == MAX_TEAMS
+        assert kept.shootout[home] == 3
+        assert len(encode_state(kept)) < 2_000
+    unknown_teams = {**snapshot, "home": None, "away": None}
+    kept = decode_state(json.dumps(unknown_teams).encode())
+    assert list(kept.score) == ["T0000", "T0001"]  # the teams unknown: the first two
+
+    stats = {code: {"shots": 1} for code in (home, away, "T0000")}
+    with pytest.raises(DecodeError, match=f"stats: Dictionary should have at most {MAX_TEAMS}"):
+        decode_state(json.dumps({**snapshot, "stats": stats}).encode())
+    shots = {f"s{i}": 0.1 for i in range(65)}
+    with pytest.raises(DecodeError, match="scoring_shots: Dictionary should have at most 64"):
+        decode_state(json.dumps({**snapshot, "scoring_shots": shots}).encode())

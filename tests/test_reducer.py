@@ -207,3 +207,45 @@ def test_a_state_keeps_the_last_goals_and_cards_and_the_score_of_every_goal() ->
     after = apply(state, ruled_out)
     assert after.score == {"ARG": n - 1, "ENG": 0}
     assert after.goals == state.goals and after.last_seq == 2 + 2 * n
+
+
+def test_counted_events_of_a_third_team_add_no_stats() -> None:
+    """5,000 shots and corners from distinct team codes grew ``stats`` by an entry each: a
+    state keeps the two teams' stats only (MAX_TEAMS), the first two before the kick-off."""
+    from events import MAX_TEAMS, Corner, Shot
+
+    def shot(seq: int, team: str) -> Shot:
+        return Shot(
+            match_id="m1",
+            seq=seq,
+            clock=MatchClock.at(20),
+            emitted_at=T0,
+            shot_id=f"s{seq}",
+            team=team,
+            player="Someone",
+            outcome="goal",
+            xg=0.5,
+        )
+
+    def corner(seq: int, team: str) -> Corner:
+        return Corner(match_id="m1", seq=seq, clock=MatchClock.at(20), emitted_at=T0, team=team)
+
+    before = MatchState.new("m1")
+    for i in range(1, 6):
+        before = apply(before, corner(i, f"T{i:04d}"))
+    assert list(before.stats) == ["T0001", "T0002"]
+
+    state = apply(MatchState.new("m1"), kickoff())
+    state = apply(state, shot(2, "ARG"))
+    n = 5_000
+    for i in range(n):
+        state = apply(state, shot(3 + 2 * i, f"T{i:04d}"))
+        state = apply(state, corner(4 + 2 * i, f"X{i:04d}"))
+    assert len(state.stats) == MAX_TEAMS and set(state.stats) == {"ARG", "ENG"}
+    assert (state.stats["ARG"].shots, state.stats["ENG"].shots, state.stats["ENG"].corners) == (
+        1,
+        0,
+        0,
+    )
+    assert list(state.scoring_shots) == ["s2"] and state.last_seq == 2 + 2 * n
+    assert apply(state, corner(3 + 2 * n, "ENG")).stats["ENG"].corners == 1

@@ -32,6 +32,7 @@ from events import (
     KEEP_GOALS,
     MAX_EVENT_ID,
     MAX_NAME,
+    MAX_TEAMS,
     MAX_TEXT,
     SCHEMA_VERSION,
     BaseEvent,
@@ -310,6 +311,14 @@ def _bounds() -> list[str]:
         f"(`goal_id`) or {MAX_TEXT} (other text). A state snapshot lists the last "
         f"{KEEP_GOALS} goals and the last {KEEP_CARDS} cards at most; its `score` comes from "
         "the events, so it stays right.",
+        "",
+        f"A map keyed by team code holds {MAX_TEAMS} teams at most in a state, as a match has "
+        f"two: `stats` (1.4) refuses more (`message.rejected`, dead-lettered), and so does "
+        f"`scoring_shots` past {KEEP_GOALS} shots. The maps of 1.0-1.3 (`score`, `possession`, "
+        "`shootout` on the state snapshot and on the events) are read at any size, and a "
+        "state keeps the home and away teams' entries of them (the first two before the teams "
+        "are known). A counted event of the full feed (`shot`, `save`, `corner`, `foul`, "
+        "`offside`) for neither team counts nowhere.",
     ]
 
 
