@@ -349,12 +349,13 @@ ClientOpt = Annotated[
         {"rich_help_panel": BROKER_PANEL},
     ),
 ]
-#: watch and web: a view shows a few updates a second.
+#: watch and web: a view must keep up with a flood it does not show.
 ViewClientOpt = Annotated[
     ClientKind,
     _client_option(
-        "MQTT client: aiomqtt (the default here, the reference client: at a view's few "
-        "messages a second both fail over alike, docs/architecture.md) or fast.",
+        "MQTT client: fast (the default here: under a flood it keeps no backlog of unread "
+        "messages, 7 KB a tracked match against 14.6 on aiomqtt, docs/architecture.md) or "
+        "aiomqtt.",
         rare(BROKER_PANEL),
     ),
 ]

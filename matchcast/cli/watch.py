@@ -59,7 +59,7 @@ def watch(
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
     protocol: ProtocolOpt = "auto",
-    client: ViewClientOpt = ClientKind.aiomqtt,
+    client: ViewClientOpt = ClientKind.fast,
     qos: SubscriptionQosOpt = 1,
     root: RootOpt = DEFAULT_ROOT,
     replayer: ReplayersOpt = None,

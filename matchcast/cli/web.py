@@ -157,7 +157,7 @@ def web(
     key_file: KeyFileOpt = None,
     tls_insecure: TlsInsecureOpt = False,
     protocol: ProtocolOpt = "auto",
-    client: ViewClientOpt = ClientKind.aiomqtt,
+    client: ViewClientOpt = ClientKind.fast,
     root: RootOpt = DEFAULT_ROOT,
     replayer: ReplayersOpt = None,
     verbose: VerboseOpt = 0,
