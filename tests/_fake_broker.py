@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from matchcast.transport import mqtt311
+from matchcast.transport import mqtt, mqtt311
 from matchcast.transport.connection import BrokerURL
 from matchcast.transport.fast.connect import PROTOCOL_OF
 
@@ -36,7 +36,7 @@ async def fake_broker(handler: Handler) -> AsyncIterator[BrokerURL]:
 
     server = await asyncio.start_server(accept, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    PROTOCOL_OF.pop(("127.0.0.1", port), None)
+    _forget_protocol(port)
     try:
         yield BrokerURL("127.0.0.1", port)
     finally:
@@ -44,7 +44,14 @@ async def fake_broker(handler: Handler) -> AsyncIterator[BrokerURL]:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        PROTOCOL_OF.pop(("127.0.0.1", port), None)
+        _forget_protocol(port)
+
+
+def _forget_protocol(port: int) -> None:
+    """What either client learnt of the protocol a broker on this port speaks: a later fake
+    broker may get the same port and speak another."""
+    PROTOCOL_OF.pop(("127.0.0.1", port), None)
+    mqtt._V5_SUPPORT.pop(("127.0.0.1", port), None)
 
 
 async def read_packet(reader: asyncio.StreamReader) -> bytes:

@@ -8,8 +8,6 @@ second each."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiomqtt
 import mqtt5
@@ -19,7 +17,6 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.reasoncodes import ReasonCode
 
 from events import ConnectionLostError, MessageProps, PublishRefusedError
-from matchcast.transport import mqtt
 from matchcast.transport.aiomqtt_private import (
     WRITTEN_FOR,
     PahoHooks,
@@ -29,39 +26,8 @@ from matchcast.transport.aiomqtt_private import (
     installed,
     paho_client,
 )
-from matchcast.transport.connection import BrokerURL
 from matchcast.transport.mqtt import MqttClient
-from tests._fake_broker import read_packet
-
-Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-
-
-@contextlib.asynccontextmanager
-async def broker(handler: Handler) -> AsyncIterator[BrokerURL]:
-    """A TCP server on a free loopback port running ``handler`` per connection."""
-    tasks: set[asyncio.Task[None]] = set()
-
-    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        tasks.add(task)
-        try:
-            await handler(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(accept, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield BrokerURL("127.0.0.1", port)
-    finally:
-        server.close()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        mqtt._V5_SUPPORT.pop(("127.0.0.1", port), None)
+from tests._fake_broker import fake_broker, read_packet
 
 
 async def test_private_use_1_aiomqtt_keeps_its_paho_client_in__client() -> None:
@@ -92,7 +58,7 @@ async def test_private_use_2_aiomqtt_ends__disconnected_when_the_broker_goes() -
         await w.drain()
         await asyncio.sleep(0.05)
 
-    async with broker(accept_then_hang_up) as url:
+    async with fake_broker(accept_then_hang_up) as url:
         client = aiomqtt.Client(url.host, url.port, timeout=5)
         await client.__aenter__()
         try:
@@ -128,7 +94,7 @@ async def test_private_use_3_paho_sends_packed_properties_through_pack_alone() -
         await asyncio.Event().wait()
 
     props = MessageProps(content_type="application/json", user=(("seq", "7"),))
-    async with broker(v5_broker) as url, MqttClient(url, protocol="5") as client:
+    async with fake_broker(v5_broker) as url, MqttClient(url, protocol="5") as client:
         try:
             await client.publish("m/events/x", b"{}", qos=1, props=props)
             with pytest.raises(PublishRefusedError) as info:
@@ -159,7 +125,7 @@ async def test_a_publish_in_flight_fails_when_the_connection_ends_not_after_its_
         await read_packet(r)  # the PUBLISH, never acknowledged
 
     async with (
-        broker(swallow_then_hang_up) as url,
+        fake_broker(swallow_then_hang_up) as url,
         MqttClient(url, protocol="3.1.1", connect_timeout=60) as client,
     ):
         with pytest.raises(ConnectionLostError, match="connection lost"):
